@@ -1,0 +1,1 @@
+"""The JBOD broker: storage engine, log-dir move engine and server."""

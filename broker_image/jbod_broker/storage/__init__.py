@@ -1,0 +1,1 @@
+"""Kafka-compatible storage on several log directories (one per disk)."""

@@ -1,0 +1,105 @@
+"""The one path every disk operation takes (Kafka's ``LogDirFailureChannel``).
+
+KIP-112: an I/O error on a directory must not bring the broker down. Every call that touches a
+log directory runs inside :meth:`LogDirFailureChannel.guard`; an ``OSError`` there marks the
+directory offline (once), tells every listener, and surfaces to the caller as a
+:class:`KafkaStorageError` that names the directory. Listeners (the log manager, the server)
+take the replicas on that directory offline and report to the controller.
+
+Thread-safe: guard() may be entered from request handlers, move workers and the scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from .errors import KafkaStorageError
+
+log = logging.getLogger(__name__)
+
+OfflineListener = Callable[[str, str], None]
+
+
+class LogDirFailureChannel:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._offline: dict[str, str] = {}
+        self._listeners: list[OfflineListener] = []
+
+    def add_listener(self, listener: OfflineListener) -> None:
+        """``listener(dir_path, reason)`` runs once per directory, in the failing thread."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def is_offline(self, dir_path: str) -> bool:
+        return dir_path in self._offline
+
+    def offline_dirs(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._offline)
+
+    def reason(self, dir_path: str) -> str | None:
+        return self._offline.get(dir_path)
+
+    def mark_offline(self, dir_path: str, reason: str) -> None:
+        with self._lock:
+            if dir_path in self._offline:
+                return
+            self._offline[dir_path] = reason
+            listeners = list(self._listeners)
+        log.error(
+            "log directory went offline",
+            extra={"event": "log_dir_offline", "log_dir": dir_path, "reason": reason},
+        )
+        for listener in listeners:
+            try:
+                listener(dir_path, reason)
+            except Exception:  # a listener bug must not hide the failure from the others
+                log.exception("log dir failure listener failed", extra={"log_dir": dir_path})
+
+    def check(self, dir_path: str) -> None:
+        reason = self._offline.get(dir_path)
+        if reason is not None:
+            raise KafkaStorageError(f"log directory {dir_path} is offline: {reason}")
+
+    @contextmanager
+    def guard(self, dir_path: str, what: str) -> Iterator[None]:
+        """Run a disk operation on ``dir_path``; an OSError takes that directory offline."""
+        self.check(dir_path)
+        try:
+            yield
+        except OSError as e:
+            reason = f"{what}: {os.strerror(e.errno) if e.errno else e}"
+            if e.filename:
+                reason += f" ({e.filename})"
+            self.mark_offline(dir_path, reason)
+            raise KafkaStorageError(f"log directory {dir_path} is offline: {reason}") from e
+
+
+def fsync_dir(path: str) -> None:
+    """Make a rename or a new file in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Write-to-temp, fsync, rename, fsync the parent: a reader sees the old or the new file."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(path) or ".")

@@ -1,0 +1,177 @@
+"""Sparse offset and time indexes of one segment, in Kafka's file formats.
+
+``.index``: 8-byte entries, (last offset of a batch minus segment base offset) as int32 and the
+batch's byte position as int32. ``.timeindex``: 12-byte entries, the largest timestamp seen so
+far as int64 and the relative offset of the batch that carried it as int32. Entries are added
+every ``index.interval.bytes`` of log. The files are append-only (Kafka preallocates and trims;
+an exact-length file is what its tools expect after a clean close anyway).
+
+Indexes are derived data: a file that fails its sanity check is rebuilt from the log by the
+segment, never trusted. Not thread-safe: the owning :class:`Log` serialises writers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+
+_OFF = struct.Struct(">ii")
+_TIME = struct.Struct(">qi")
+
+
+class CorruptIndexError(Exception):
+    """The index file does not match what the log says; rebuild it."""
+
+
+class OffsetIndex:
+    entry_size = _OFF.size
+
+    def __init__(self, path: str, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._offsets: list[int] = []
+        self._positions: list[int] = []
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def load(self) -> None:
+        """Read the file; raise CorruptIndexError if it cannot be an index of this segment."""
+        size = os.fstat(self._fd).st_size
+        if size % self.entry_size:
+            raise CorruptIndexError(f"{self.path}: size {size} is not a multiple of 8")
+        data = os.pread(self._fd, size, 0)
+        offsets: list[int] = []
+        positions: list[int] = []
+        for rel, pos in _OFF.iter_unpack(data):
+            off = self.base_offset + rel
+            if rel < 0 or (offsets and (off <= offsets[-1] or pos <= positions[-1])):
+                raise CorruptIndexError(f"{self.path}: entries are not increasing")
+            offsets.append(off)
+            positions.append(pos)
+        self._offsets, self._positions = offsets, positions
+
+    @property
+    def entries(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def last_position(self) -> int:
+        return self._positions[-1] if self._positions else 0
+
+    def append(self, offset: int, position: int) -> None:
+        if self._offsets and (offset <= self._offsets[-1] or position <= self._positions[-1]):
+            return
+        os.pwrite(
+            self._fd,
+            _OFF.pack(offset - self.base_offset, position),
+            len(self._offsets) * self.entry_size,
+        )
+        self._offsets.append(offset)
+        self._positions.append(position)
+
+    def lookup(self, target: int) -> int:
+        """Byte position from which a forward scan finds ``target`` (0 if before any entry)."""
+        i = bisect.bisect_right(self._offsets, target) - 1
+        return self._positions[i] if i >= 0 else 0
+
+    def check_against(self, log_size: int) -> None:
+        if self._positions and self._positions[-1] >= log_size:
+            raise CorruptIndexError(
+                f"{self.path}: last entry points at {self._positions[-1]}, log has {log_size} bytes"
+            )
+
+    def truncate_to_position(self, position: int) -> None:
+        """Drop entries for batches at or after ``position`` (the log is cut there)."""
+        i = bisect.bisect_left(self._positions, position)
+        del self._offsets[i:]
+        del self._positions[i:]
+        os.ftruncate(self._fd, i * self.entry_size)
+
+    def reset(self) -> None:
+        self.truncate_to_position(0)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class TimeIndex:
+    entry_size = _TIME.size
+
+    def __init__(self, path: str, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._timestamps: list[int] = []
+        self._offsets: list[int] = []
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def load(self) -> None:
+        size = os.fstat(self._fd).st_size
+        if size % self.entry_size:
+            raise CorruptIndexError(f"{self.path}: size {size} is not a multiple of 12")
+        data = os.pread(self._fd, size, 0)
+        ts_list: list[int] = []
+        offs: list[int] = []
+        for ts, rel in _TIME.iter_unpack(data):
+            off = self.base_offset + rel
+            if rel < 0 or (offs and (ts < ts_list[-1] or off < offs[-1])):
+                raise CorruptIndexError(f"{self.path}: entries are not increasing")
+            ts_list.append(ts)
+            offs.append(off)
+        self._timestamps, self._offsets = ts_list, offs
+
+    @property
+    def entries(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def last_timestamp(self) -> int:
+        return self._timestamps[-1] if self._timestamps else -1
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        if self._timestamps and timestamp <= self._timestamps[-1]:
+            return
+        os.pwrite(
+            self._fd,
+            _TIME.pack(timestamp, offset - self.base_offset),
+            len(self._offsets) * self.entry_size,
+        )
+        self._timestamps.append(timestamp)
+        self._offsets.append(offset)
+
+    def lookup(self, timestamp: int) -> int:
+        """Offset from which a scan finds the first batch with a timestamp >= ``timestamp``."""
+        i = bisect.bisect_left(self._timestamps, timestamp) - 1
+        return self._offsets[i] if i >= 0 else self.base_offset
+
+    def check_against(self, next_offset: int) -> None:
+        if self._offsets and self._offsets[-1] >= next_offset:
+            raise CorruptIndexError(
+                f"{self.path}: last entry names offset {self._offsets[-1]}, "
+                f"log ends at {next_offset}"
+            )
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Drop entries naming ``offset`` or later."""
+        i = bisect.bisect_left(self._offsets, offset)
+        del self._offsets[i:]
+        del self._timestamps[i:]
+        os.ftruncate(self._fd, i * self.entry_size)
+
+    def reset(self) -> None:
+        self.truncate_to_offset(self.base_offset)
+        self._timestamps.clear()
+        self._offsets.clear()
+        os.ftruncate(self._fd, 0)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

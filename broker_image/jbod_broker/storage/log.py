@@ -1,0 +1,567 @@
+"""The log of one replica in one directory (Kafka's ``UnifiedLog`` and ``LocalLog`` together).
+
+Thread-safe: this class is the lock boundary. Every mutation (append, roll, truncation,
+retention, the move engine's swap) and every read holds ``lock``; segments below assume a
+single caller. Reads hold the lock too, so a segment can never be closed under a reader; a read
+is at most one ``pread`` of ``max_bytes`` per segment, so the lock is held briefly.
+
+Every disk call runs inside the directory's failure guard: an ``OSError`` takes the whole
+directory offline (KIP-112) and this log with it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+
+from .checkpoints import CheckpointError, parse_epochs
+from .diskio import LogDirFailureChannel, write_atomically
+from .errors import (
+    InvalidRecordError,
+    InvalidRequestError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+)
+from .leader_epoch import LeaderEpochCache
+from .names import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TopicPartition,
+    parse_segment_file,
+)
+from .records import (
+    DEFAULT_MAX_BATCH_BYTES,
+    LOG_OVERHEAD,
+    set_base_offset,
+    set_partition_leader_epoch,
+    validate_batches,
+)
+from .segment import BatchMeta, LogSegment
+
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Per-topic settings, named after Kafka's topic configs."""
+
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    index_interval_bytes: int = 4096
+    max_message_bytes: int = DEFAULT_MAX_BATCH_BYTES
+    flush_messages: int | None = None
+    """fsync after this many records; ``None`` leaves flushing to the periodic flusher and the
+    OS, as Kafka does by default (replication, not fsync, is what makes a write durable)."""
+
+    def __post_init__(self) -> None:
+        if self.segment_bytes < 64:
+            raise ValueError(f"segment.bytes must be at least 64, got {self.segment_bytes}")
+        if self.segment_ms < 1:
+            raise ValueError(f"segment.ms must be positive, got {self.segment_ms}")
+        if self.index_interval_bytes < 0:
+            raise ValueError("index.interval.bytes must not be negative")
+        if self.max_message_bytes < 64:
+            raise ValueError("max.message.bytes must be at least 64")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    record_count: int
+    batch_count: int
+    size_in_bytes: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    data: bytes
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogSnapshot:
+    """What describe-log-dirs and the move engine need, read under one lock hold."""
+
+    size: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    recovery_point: int
+    segments: int
+
+
+class Log:
+    def __init__(
+        self,
+        dir_path: str,
+        tp: TopicPartition,
+        config: LogConfig,
+        channel: LogDirFailureChannel,
+        *,
+        log_dir: str,
+        is_future: bool = False,
+    ) -> None:
+        self.dir_path = dir_path
+        self.tp = tp
+        self.config = config
+        self.channel = channel
+        self.log_dir = log_dir
+        self.is_future = is_future
+        self.lock = threading.RLock()
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self.high_watermark = 0
+        self.offline = False
+        self._unflushed_records = 0
+        self.epochs = LeaderEpochCache([], self._persist_epochs)
+
+    # -- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        dir_path: str,
+        tp: TopicPartition,
+        config: LogConfig,
+        channel: LogDirFailureChannel,
+        *,
+        log_dir: str,
+        is_future: bool = False,
+        start_offset: int = 0,
+    ) -> Log:
+        log = cls(dir_path, tp, config, channel, log_dir=log_dir, is_future=is_future)
+        with log._guard("create log"):
+            os.makedirs(dir_path, exist_ok=False)
+            log._add_segment(start_offset)
+            log.log_start_offset = log.recovery_point = log.high_watermark = start_offset
+        return log
+
+    @classmethod
+    def load(
+        cls,
+        dir_path: str,
+        tp: TopicPartition,
+        config: LogConfig,
+        channel: LogDirFailureChannel,
+        *,
+        log_dir: str,
+        is_future: bool = False,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        clean_shutdown: bool = False,
+    ) -> Log:
+        """Open a log from disk; without a clean shutdown, re-check what the flush didn't cover."""
+        log = cls(dir_path, tp, config, channel, log_dir=log_dir, is_future=is_future)
+        with log._guard("load log"):
+            log._load_segments(recovery_point, clean_shutdown)
+            leo = log.log_end_offset
+            log.log_start_offset = min(max(log_start_offset, log.segments[0].base_offset), leo)
+            log.recovery_point = min(max(recovery_point, log.log_start_offset), leo)
+            log.high_watermark = min(max(high_watermark, log.log_start_offset), leo)
+            log._load_epochs()
+        return log
+
+    def _load_segments(self, recovery_point: int, clean_shutdown: bool) -> None:
+        names = sorted(os.listdir(self.dir_path))
+        bases: list[int] = []
+        for name in names:
+            path = os.path.join(self.dir_path, name)
+            if name.endswith((".tmp", CLEANED_SUFFIX, SWAP_SUFFIX, ".deleted")):
+                os.unlink(path)  # leftovers of an interrupted write: never trusted
+                continue
+            parsed = parse_segment_file(name)
+            if parsed and parsed[1] == LOG_SUFFIX:
+                bases.append(parsed[0])
+        for name in names:
+            parsed = parse_segment_file(name)
+            if parsed and parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and parsed[0] not in bases:
+                os.unlink(os.path.join(self.dir_path, name))  # index without its log
+        bases.sort()
+        recovering = False
+        for i, base in enumerate(bases):
+            seg = LogSegment(
+                self.dir_path, base, index_interval_bytes=self.config.index_interval_bytes
+            )
+            nxt = bases[i + 1] if i + 1 < len(bases) else None
+            if not recovering and not clean_shutdown and (nxt is None or nxt > recovery_point):
+                recovering = True
+            if recovering:
+                cut = seg.recover(self.config.max_message_bytes)
+                self._append_segment(seg)
+                if cut and nxt is not None:
+                    # The tail of this segment was torn: later segments cannot follow it.
+                    for later in bases[i + 1 :]:
+                        LogSegment(self.dir_path, later).delete()
+                    break
+            else:
+                seg.load()
+                self._append_segment(seg)
+        if not self.segments:
+            self._add_segment(max(recovery_point, 0))
+        # Drop empty segments in the middle (a crash right after a roll leaves one).
+        for seg in self.segments[:-1]:
+            if seg.size == 0:
+                self._remove_segment(seg)
+
+    def _load_epochs(self) -> None:
+        path = os.path.join(self.dir_path, LEADER_EPOCH_CHECKPOINT)
+        entries: list[tuple[int, int]] = []
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                try:
+                    entries = parse_epochs(f.read(), path)
+                except CheckpointError:
+                    entries = []  # rebuilt below from the batches' own epochs
+        if not entries:
+            entries = self._scan_epochs()
+        self.epochs = LeaderEpochCache(entries, self._persist_epochs)
+        self.epochs.truncate_from_end(self.log_end_offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
+
+    def _scan_epochs(self) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        for seg in self.segments:
+            for _pos, hdr in seg.scan(0):
+                epoch = hdr.partition_leader_epoch
+                if epoch >= 0 and (not out or epoch > out[-1][0]):
+                    out.append((epoch, hdr.base_offset))
+        return out
+
+    def _persist_epochs(self, data: bytes) -> None:
+        with self._guard("write leader-epoch checkpoint"):
+            write_atomically(os.path.join(self.dir_path, LEADER_EPOCH_CHECKPOINT), data)
+
+    # -- helpers --------------------------------------------------------------------------
+
+    @contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        if self.offline:
+            raise KafkaStorageError(
+                f"replica {self.tp} is offline: log directory {self.log_dir} failed"
+            )
+        with self.channel.guard(self.log_dir, f"{what} {self.tp}"):
+            yield
+
+    def _append_segment(self, seg: LogSegment) -> None:
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    def _add_segment(self, base_offset: int) -> LogSegment:
+        seg = LogSegment(
+            self.dir_path, base_offset, index_interval_bytes=self.config.index_interval_bytes
+        )
+        if seg.size:
+            # A leftover file at this base offset (a crash mid-roll): start it afresh.
+            os.ftruncate(seg.fd, 0)
+            seg.size = 0
+        seg.next_offset = base_offset
+        self._append_segment(seg)
+        return seg
+
+    def _remove_segment(self, seg: LogSegment) -> None:
+        i = self.segments.index(seg)
+        del self.segments[i]
+        del self._bases[i]
+        seg.delete()
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def mark_offline(self) -> None:
+        """Called by the log manager when the directory fails; no more disk calls."""
+        self.offline = True
+
+    def snapshot(self) -> LogSnapshot:
+        with self.lock:
+            return LogSnapshot(
+                size=self.size,
+                log_start_offset=self.log_start_offset,
+                log_end_offset=self.log_end_offset,
+                high_watermark=self.high_watermark,
+                recovery_point=self.recovery_point,
+                segments=len(self.segments),
+            )
+
+    # -- appending ------------------------------------------------------------------------
+
+    def _maybe_roll(self, incoming: int, last_offset: int, now: int) -> None:
+        seg = self.active
+        if seg.size == 0:
+            return
+        if (
+            seg.size + incoming > self.config.segment_bytes
+            or now - seg.created_ms >= self.config.segment_ms
+            or last_offset - seg.base_offset > _MAX_RELATIVE_OFFSET
+        ):
+            self._roll_locked(now)
+
+    def _roll_locked(self, now: int) -> LogSegment:
+        leo = self.log_end_offset
+        old = self.active
+        if old.size == 0:
+            return old
+        new = self._add_segment(leo)
+        new.created_ms = now
+        return new
+
+    def roll(self) -> None:
+        with self.lock, self._guard("roll"):
+            self._roll_locked(now_ms())
+
+    def append_as_leader(
+        self, data: bytes | bytearray | memoryview, leader_epoch: int
+    ) -> AppendInfo:
+        """Validate batches from a producer, give them offsets and our epoch, append them."""
+        headers = validate_batches(data, max_batch_bytes=self.config.max_message_bytes)
+        buf = bytearray(data)
+        metas: list[BatchMeta] = []
+        records = 0
+        with self.lock, self._guard("append"):
+            first = offset = self.log_end_offset
+            pos = 0
+            for h in headers:
+                set_base_offset(buf, pos, offset)
+                set_partition_leader_epoch(buf, pos, leader_epoch)
+                offset += h.last_offset_delta + 1
+                metas.append((offset - 1, h.batch_length + LOG_OVERHEAD, h.max_timestamp))
+                pos += h.batch_length + LOG_OVERHEAD
+                records += h.records_count
+            self.epochs.assign(leader_epoch, first)
+            self._append_locked(buf, metas, records)
+            return AppendInfo(
+                first, offset - 1, records, len(headers), len(buf), self.log_start_offset
+            )
+
+    def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append batches that already carry their offsets (replication, moves)."""
+        headers = validate_batches(data, max_batch_bytes=self.config.max_message_bytes)
+        metas: list[BatchMeta] = []
+        records = 0
+        with self.lock, self._guard("append"):
+            expect = self.log_end_offset
+            if headers[0].base_offset < expect:
+                raise InvalidRecordError(
+                    f"{self.tp}: batch at offset {headers[0].base_offset} is below the log end "
+                    f"offset {expect}; truncate first"
+                )
+            for h in headers:
+                if h.base_offset < expect:
+                    raise InvalidRecordError(
+                        f"{self.tp}: offsets go backwards at {h.base_offset} (expected >= {expect})"
+                    )
+                expect = h.base_offset + h.last_offset_delta + 1
+                metas.append((expect - 1, h.batch_length + LOG_OVERHEAD, h.max_timestamp))
+                records += h.records_count
+                if h.partition_leader_epoch >= 0:
+                    self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+            self._append_locked(data, metas, records)
+            return AppendInfo(
+                headers[0].base_offset,
+                expect - 1,
+                records,
+                len(headers),
+                len(data),
+                self.log_start_offset,
+            )
+
+    def _append_locked(
+        self, data: bytes | bytearray | memoryview, metas: list[BatchMeta], records: int
+    ) -> None:
+        now = now_ms()
+        self._maybe_roll(len(data), metas[-1][0], now)
+        self.active.append(data, metas)
+        if self.config.flush_messages is not None:
+            self._unflushed_records += records
+            if self._unflushed_records >= self.config.flush_messages:
+                self._flush_locked()
+
+    # -- reading --------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one: bool = True,
+    ) -> ReadResult:
+        """Whole batches from ``offset``; ``max_offset`` (exclusive) is the visible end."""
+        if max_bytes < 0:
+            raise InvalidRequestError(f"max_bytes must not be negative, got {max_bytes}")
+        with self.lock, self._guard("read"):
+            lso, leo = self.log_start_offset, self.log_end_offset
+            if offset < lso or offset > leo:
+                raise OffsetOutOfRangeError(f"{self.tp}: offset {offset} is outside [{lso}, {leo}]")
+            data = b""
+            i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+            while offset < leo and i < len(self.segments):
+                got = self.segments[i].read(
+                    offset, max_bytes, max_offset=max_offset, min_one=min_one
+                )
+                if got:
+                    data = got
+                    break
+                if got is not None:
+                    break  # hidden by max_offset
+                i += 1
+            return ReadResult(data, lso, leo, self.high_watermark)
+
+    # -- truncation, retention ------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at ``offset`` and after; a follower does this on a new leader."""
+        if offset < 0:
+            raise InvalidRequestError(f"cannot truncate {self.tp} to negative offset {offset}")
+        with self.lock, self._guard("truncate"):
+            if offset >= self.log_end_offset:
+                return False
+            if offset < self.log_start_offset:
+                self._truncate_fully_locked(offset)
+                return True
+            while len(self.segments) > 1 and self.active.base_offset >= offset:
+                self._remove_segment(self.active)
+            self.active.truncate_to(offset)
+            leo = self.log_end_offset
+            self.epochs.truncate_from_end(leo)
+            self.recovery_point = min(self.recovery_point, leo)
+            self.high_watermark = min(self.high_watermark, leo)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        with self.lock, self._guard("truncate"):
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        for seg in list(self.segments):
+            self._remove_segment(seg)
+        self._add_segment(offset)
+        self.log_start_offset = self.recovery_point = self.high_watermark = offset
+        self.epochs.clear()
+
+    def update_high_watermark(self, hw: int) -> int:
+        with self.lock:
+            self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
+            return self.high_watermark
+
+    def advance_log_start_offset(self, offset: int) -> int:
+        """DeleteRecords: records below ``offset`` become invisible and deletable."""
+        with self.lock, self._guard("delete records"):
+            if offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"{self.tp}: cannot delete records up to {offset}, above the high watermark "
+                    f"{self.high_watermark}"
+                )
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                self.epochs.truncate_from_start(offset)
+            return self.log_start_offset
+
+    def delete_old_segments(self, now: int | None = None) -> int:
+        """Apply retention by time and by size; returns the bytes deleted.
+
+        Never deletes data above the high watermark, so retention cannot remove records a
+        follower still has to fetch. An expired active segment is rolled first, as Kafka does.
+        """
+        t = now_ms() if now is None else now
+        cfg = self.config
+        deleted = 0
+        with self.lock, self._guard("retention"):
+            active = self.active
+            if (
+                cfg.retention_ms >= 0
+                and active.size
+                and self.high_watermark >= self.log_end_offset
+                and self._segment_time(active) < t - cfg.retention_ms
+            ):
+                self._roll_locked(t)
+            excess = self.size - cfg.retention_bytes if cfg.retention_bytes >= 0 else 0
+            while len(self.segments) > 1:
+                seg, nxt = self.segments[0], self.segments[1]
+                if nxt.base_offset > self.high_watermark:
+                    break
+                below_start = nxt.base_offset <= self.log_start_offset
+                by_time = cfg.retention_ms >= 0 and self._segment_time(seg) < t - cfg.retention_ms
+                by_size = cfg.retention_bytes >= 0 and excess >= seg.size
+                if not (below_start or by_time or by_size):
+                    break
+                excess -= seg.size
+                deleted += seg.size
+                self._remove_segment(seg)
+                self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            if deleted:
+                self.epochs.truncate_from_start(self.log_start_offset)
+        return deleted
+
+    @staticmethod
+    def _segment_time(seg: LogSegment) -> int:
+        return seg.max_timestamp if seg.max_timestamp >= 0 else seg.last_modified_ms
+
+    # -- durability, lifecycle ------------------------------------------------------------
+
+    def flush(self) -> int:
+        """fsync what is not yet durable and advance the recovery point; returns it."""
+        with self.lock, self._guard("flush"):
+            self._flush_locked()
+            return self.recovery_point
+
+    def _flush_locked(self) -> None:
+        leo = self.log_end_offset
+        i = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
+        for seg in self.segments[i:]:
+            seg.flush()
+        self.recovery_point = leo
+        self._unflushed_records = 0
+
+    def rename_dir(self, new_path: str) -> None:
+        """Rename the replica folder (move swap, deletion); callers hold ``lock``."""
+        with self._guard("rename"):
+            os.rename(self.dir_path, new_path)
+            self.dir_path = new_path
+            for seg in self.segments:
+                seg.set_dir(new_path)
+
+    def close(self) -> None:
+        with self.lock:
+            if not self.offline:
+                with self._guard("close"):
+                    self._flush_locked()
+            for seg in self.segments:
+                seg.close()
+
+    def close_quietly(self) -> None:
+        """Close descriptors without touching the disk (offline directory)."""
+        with self.lock:
+            for seg in self.segments:
+                with suppress(OSError):
+                    seg.close()

@@ -1,0 +1,650 @@
+"""All log directories of one broker: loading, placement, failure isolation, describe.
+
+Kafka's ``LogManager``. Owns the maps of current and future logs and the set of offline
+replicas; ``lock`` serialises creation, deletion and the move engine's swaps (the
+log-creation-or-deletion lock). Per-log work happens under each log's own lock.
+
+Start-up follows KIP-112 and KIP-113: a directory that cannot be read is offline from the start;
+a ``-future`` folder is resumed, renamed into place, or left alone depending on whether its
+source exists and whether any directory is bad; ``-delete`` folders are deleted; two current
+copies of one replica are resolved by the recovery checkpoints instead of refusing to start.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .checkpoints import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointError,
+    format_offsets,
+    format_properties,
+    read_offsets,
+    read_properties,
+)
+from .diskio import LogDirFailureChannel, fsync_dir, write_atomically
+from .errors import (
+    InvalidLogDirError,
+    KafkaStorageError,
+    NoLiveLogDirError,
+    ReplicaNotAvailableError,
+)
+from .log import Log, LogConfig
+from .names import (
+    DirKind,
+    TopicPartition,
+    delete_dir_name,
+    future_dir_name,
+    log_dir_name,
+    parse_dir_name,
+    stray_dir_name,
+)
+from .placement import DirState, rank_log_dirs
+
+log = logging.getLogger(__name__)
+
+OfflineReplicasListener = Callable[[str, str, list[TopicPartition]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirSpec:
+    path: str
+    capacity_bytes: int | None = None
+    """The size of the disk as provisioned (the PVC size); caps usable bytes on shared disks."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirInfo:
+    path: str
+    is_live: bool
+    error: str | None
+    total_bytes: int
+    usable_bytes: int
+    cordoned: bool
+    replicas: list[ReplicaInfo] = field(default_factory=list)
+
+
+@dataclass
+class StartupReport:
+    actions: list[str] = field(default_factory=list)
+    resumable_moves: dict[TopicPartition, str] = field(default_factory=dict)
+
+    def note(self, message: str) -> None:
+        log.warning(message, extra={"event": "log_startup_action"})
+        self.actions.append(message)
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: Sequence[LogDirSpec | str],
+        *,
+        broker_id: int,
+        cluster_id: str | None = None,
+        default_config: LogConfig | None = None,
+        channel: LogDirFailureChannel | None = None,
+    ) -> None:
+        specs = [d if isinstance(d, LogDirSpec) else LogDirSpec(d) for d in log_dirs]
+        if not specs:
+            raise ValueError("log.dirs must name at least one directory")
+        self.specs: dict[str, LogDirSpec] = {}
+        for spec in specs:
+            if not os.path.isabs(spec.path):
+                raise ValueError(f"log dir {spec.path!r} must be an absolute path")
+            path = os.path.normpath(spec.path)
+            if path in self.specs:
+                raise ValueError(f"log dir {path} is listed twice")
+            self.specs[path] = LogDirSpec(path, spec.capacity_bytes)
+        self.dirs = list(self.specs)
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.default_config = default_config or LogConfig()
+        self.channel = channel or LogDirFailureChannel()
+        self.lock = threading.RLock()
+        self.current_logs: dict[TopicPartition, Log] = {}
+        self.future_logs: dict[TopicPartition, Log] = {}
+        self.offline_replicas: dict[TopicPartition, str] = {}
+        self.preferred_dirs: dict[TopicPartition, str] = {}
+        self.cordoned: set[str] = set()
+        self.directory_ids: dict[str, str] = {}
+        self._pending_deletes: list[str] = []
+        self._listeners: list[OfflineReplicasListener] = []
+        self._halt: Callable[[str], None] | None = None
+        self._recovery_checkpoint_cache: dict[str, set[TopicPartition]] = {}
+        self.channel.add_listener(self._on_dir_offline)
+
+    # -- listeners ------------------------------------------------------------------------
+
+    def add_offline_listener(self, listener: OfflineReplicasListener) -> None:
+        """``listener(dir, reason, replicas)``: the server reports these to the controller."""
+        self._listeners.append(listener)
+
+    def on_no_live_dirs(self, halt: Callable[[str], None]) -> None:
+        self._halt = halt
+
+    # -- start-up -------------------------------------------------------------------------
+
+    def startup(self) -> StartupReport:
+        report = StartupReport()
+        loaded: dict[str, list[Log]] = {}
+        for d in self.dirs:
+            try:
+                loaded[d] = self._load_dir(d, report)
+            except KafkaStorageError as e:
+                report.note(f"log dir {d} is offline at start-up: {e}")
+        self._resolve_duplicates(loaded, report)
+        self._resolve_futures(report)
+        self._check_live()
+        return report
+
+    def _prepare_dir(self, d: str) -> None:
+        os.makedirs(d, exist_ok=True)
+        if not os.path.isdir(d):
+            raise NotADirectoryError(20, "log dir is not a directory", d)
+        os.listdir(d)  # raises when the directory cannot be read (chmod 000, dead disk)
+        props = read_properties(os.path.join(d, META_PROPERTIES))
+        if props is None:
+            props = {"version": "1", "broker.id": str(self.broker_id)}
+            if self.cluster_id:
+                props["cluster.id"] = self.cluster_id
+            props["directory.id"] = uuid.uuid4().hex
+            write_atomically(os.path.join(d, META_PROPERTIES), format_properties(props))
+        owner = props.get("broker.id")
+        if owner is not None and owner != str(self.broker_id):
+            self.channel.mark_offline(
+                d, f"meta.properties says it belongs to broker {owner}, not {self.broker_id}"
+            )
+        self.directory_ids[d] = props.get("directory.id", "")
+
+    def _load_dir(self, d: str, report: StartupReport) -> list[Log]:
+        with self.channel.guard(d, "open log dir"):
+            self._prepare_dir(d)
+        self.channel.check(d)
+        with self.channel.guard(d, "read checkpoints"):
+            clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))
+            try:
+                recovery = read_offsets(os.path.join(d, RECOVERY_POINT_CHECKPOINT))
+                starts = read_offsets(os.path.join(d, LOG_START_OFFSET_CHECKPOINT))
+                hws = read_offsets(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT))
+            except CheckpointError as e:
+                report.note(f"{e}; recovering every log in {d}")
+                recovery, starts, hws, clean = {}, {}, {}, False
+            entries = sorted(os.listdir(d))
+        logs: list[Log] = []
+        for name in entries:
+            parsed = parse_dir_name(name)
+            path = os.path.join(d, name)
+            if parsed is None or not os.path.isdir(path):
+                continue
+            if parsed.kind is DirKind.DELETE:
+                self._pending_deletes.append(path)
+                continue
+            if parsed.kind is DirKind.STRAY:
+                report.note(f"left quarantined replica folder {path} in place")
+                continue
+            tp = parsed.tp
+            lg = Log.load(
+                path,
+                tp,
+                self.default_config,
+                self.channel,
+                log_dir=d,
+                is_future=parsed.kind is DirKind.FUTURE,
+                recovery_point=recovery.get(tp, 0),
+                log_start_offset=starts.get(tp, 0),
+                high_watermark=hws.get(tp, 0),
+                clean_shutdown=clean and tp in recovery,
+            )
+            logs.append(lg)
+        with self.channel.guard(d, "remove clean-shutdown marker"):
+            if clean:
+                os.unlink(os.path.join(d, CLEAN_SHUTDOWN_FILE))
+        self._recovery_checkpoint_cache[d] = set(recovery)
+        return logs
+
+    def _resolve_duplicates(self, loaded: dict[str, list[Log]], report: StartupReport) -> None:
+        vouched = dict(self._recovery_checkpoint_cache)
+        self._recovery_checkpoint_cache = {}
+        for logs in loaded.values():
+            for lg in logs:
+                if lg.is_future:
+                    if lg.tp in self.future_logs:
+                        self._quarantine(lg, report, "a second future copy")
+                    else:
+                        self.future_logs[lg.tp] = lg
+                    continue
+                other = self.current_logs.get(lg.tp)
+                if other is None:
+                    self.current_logs[lg.tp] = lg
+                    continue
+                keep, drop = self._pick_duplicate(other, lg, vouched)
+                self.current_logs[lg.tp] = keep
+                why = (
+                    "named by its recovery checkpoint"
+                    if keep.tp in vouched.get(keep.log_dir, set())
+                    else "the longer log"
+                )
+                self._quarantine(drop, report, f"a duplicate of {keep.dir_path} (kept: {why})")
+
+    @staticmethod
+    def _pick_duplicate(a: Log, b: Log, vouched: dict[str, set[TopicPartition]]) -> tuple[Log, Log]:
+        va = a.tp in vouched.get(a.log_dir, set())
+        vb = b.tp in vouched.get(b.log_dir, set())
+        if va != vb:
+            return (a, b) if va else (b, a)
+        if (a.log_end_offset, a.size) >= (b.log_end_offset, b.size):
+            return a, b
+        return b, a
+
+    def _quarantine(self, lg: Log, report: StartupReport, why: str) -> None:
+        target = os.path.join(lg.log_dir, stray_dir_name(lg.tp))
+        with lg.lock:
+            lg.close()
+            try:
+                lg.rename_dir(target)
+            except KafkaStorageError:
+                return
+        report.note(f"quarantined {lg.tp} as {target}: {why}")
+
+    def _resolve_futures(self, report: StartupReport) -> None:
+        offline = self.channel.offline_dirs()
+        for tp, fut in list(self.future_logs.items()):
+            if tp in self.current_logs:
+                report.resumable_moves[tp] = fut.log_dir
+                continue
+            if offline:
+                # The source may be on the bad disk: never promote a possibly stale copy
+                # over it (KAFKA-16082). The replica is offline; the future is left alone.
+                del self.future_logs[tp]
+                fut.close()
+                self.offline_replicas[tp] = next(iter(offline))
+                report.note(
+                    f"{tp}: only a future copy exists ({fut.dir_path}) and log dirs "
+                    f"{sorted(offline)} are offline; replica offline, future left in place"
+                )
+                continue
+            del self.future_logs[tp]
+            final = os.path.join(fut.log_dir, log_dir_name(tp))
+            with fut.lock:
+                fut.rename_dir(final)
+                fut.is_future = False
+            with self.channel.guard(fut.log_dir, "fsync after rename"):
+                fsync_dir(fut.log_dir)
+            self.current_logs[tp] = fut
+            report.note(f"{tp}: renamed the finished future copy into place at {final}")
+
+    def _check_live(self) -> None:
+        if not self.live_dirs():
+            reason = "every log directory is offline: " + "; ".join(
+                f"{d}: {r}" for d, r in self.channel.offline_dirs().items()
+            )
+            if self._halt is not None:
+                self._halt(reason)
+            raise NoLiveLogDirError(reason)
+
+    # -- directory state ------------------------------------------------------------------
+
+    def live_dirs(self) -> list[str]:
+        return [d for d in self.dirs if not self.channel.is_offline(d)]
+
+    def offline_dirs(self) -> dict[str, str]:
+        return self.channel.offline_dirs()
+
+    @property
+    def offline_log_dir_count(self) -> int:
+        return len(self.channel.offline_dirs())
+
+    @property
+    def offline_replica_count(self) -> int:
+        return len(self.offline_replicas)
+
+    def resolve_dir(self, path: str) -> str:
+        """The configured directory ``path`` names, or a clear error (no traversal, no links)."""
+        if not isinstance(path, str) or not path:
+            raise InvalidLogDirError("log dir must be a non-empty string")
+        if "\x00" in path:
+            raise InvalidLogDirError("log dir contains a NUL byte")
+        if not os.path.isabs(path):
+            raise InvalidLogDirError(f"log dir {path!r} must be an absolute path")
+        norm = os.path.normpath(path)
+        if norm != path.rstrip("/") or ".." in path.split("/"):
+            raise InvalidLogDirError(f"log dir {path!r} is not in canonical form")
+        if norm in self.specs:
+            real = os.path.realpath(norm)
+            if real != norm and os.path.realpath(real) not in {
+                os.path.realpath(d) for d in self.dirs
+            }:
+                raise InvalidLogDirError(f"log dir {path!r} leads elsewhere through a link")
+            return norm
+        raise InvalidLogDirError(
+            f"{path!r} is not a log dir of broker {self.broker_id} (configured: {self.dirs})"
+        )
+
+    def dir_usage(self, d: str) -> tuple[int, int]:
+        """(total, usable) bytes of a live directory, capped by its provisioned capacity."""
+        st = os.statvfs(d)
+        total = st.f_blocks * st.f_frsize
+        usable = st.f_bavail * st.f_frsize
+        cap = self.specs[d].capacity_bytes
+        if cap is not None:
+            used = sum(lg.size for lg in self._logs_in(d))
+            total = cap
+            usable = max(0, min(usable, cap - used))
+        return total, usable
+
+    def _logs_in(self, d: str) -> list[Log]:
+        with self.lock:
+            return [
+                lg
+                for lg in (*self.current_logs.values(), *self.future_logs.values())
+                if lg.log_dir == d
+            ]
+
+    def dir_states(self) -> list[DirState]:
+        out = []
+        for d in self.dirs:
+            live = not self.channel.is_offline(d)
+            usable = 0
+            if live:
+                try:
+                    with self.channel.guard(d, "statvfs"):
+                        usable = self.dir_usage(d)[1]
+                except KafkaStorageError:
+                    live = False
+            out.append(
+                DirState(d, live, usable, len(self._logs_in(d)) if live else 0, d in self.cordoned)
+            )
+        return out
+
+    def set_cordoned(self, d: str, cordoned: bool) -> None:
+        d = self.resolve_dir(d)
+        with self.lock:
+            if cordoned:
+                self.cordoned.add(d)
+            else:
+                self.cordoned.discard(d)
+
+    # -- logs -----------------------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self.current_logs.get(tp)
+
+    def get_future_log(self, tp: TopicPartition) -> Log | None:
+        return self.future_logs.get(tp)
+
+    def log_or_error(self, tp: TopicPartition) -> Log:
+        lg = self.current_logs.get(tp)
+        if lg is not None:
+            return lg
+        d = self.offline_replicas.get(tp)
+        if d is not None:
+            raise KafkaStorageError(f"replica {tp} is offline: log directory {d} failed")
+        raise ReplicaNotAvailableError(f"replica {tp} is not on broker {self.broker_id}")
+
+    def get_or_create_log(
+        self, tp: TopicPartition, *, is_new: bool, config: LogConfig | None = None
+    ) -> Log:
+        """KIP-112: never re-create a replica that may sit on a bad disk unless it is new."""
+        with self.lock:
+            existing = self.current_logs.get(tp)
+            if existing is not None:
+                if config is not None:
+                    existing.config = config
+                return existing
+            if tp in self.offline_replicas:
+                raise KafkaStorageError(
+                    f"replica {tp} is on offline log directory {self.offline_replicas[tp]}"
+                )
+            offline = self.channel.offline_dirs()
+            if not is_new and offline:
+                raise KafkaStorageError(
+                    f"cannot create log for {tp}: it is not new and log directories "
+                    f"{sorted(offline)} are offline, so it may exist there (KIP-112)"
+                )
+            preferred = self.preferred_dirs.get(tp)
+            last_error: Exception | None = None
+            for d in rank_log_dirs(self.dir_states(), preferred=preferred):
+                try:
+                    lg = Log.create(
+                        os.path.join(d, log_dir_name(tp)),
+                        tp,
+                        config or self.default_config,
+                        self.channel,
+                        log_dir=d,
+                    )
+                except KafkaStorageError as e:
+                    last_error = e  # that directory just went offline: try the next (KAFKA-8526)
+                    continue
+                self.current_logs[tp] = lg
+                self.preferred_dirs.pop(tp, None)
+                log.info(
+                    "created log",
+                    extra={"event": "log_created", "partition": str(tp), "log_dir": d},
+                )
+                return lg
+            raise KafkaStorageError(f"cannot create log for {tp}: {last_error}")
+
+    def create_future_log(self, tp: TopicPartition, dest: str) -> Log:
+        """The destination copy of a move (``<tp>.<uuid>-future`` on ``dest``)."""
+        with self.lock:
+            if tp in self.future_logs:
+                return self.future_logs[tp]
+            src = self.log_or_error(tp)
+            lg = Log.create(
+                os.path.join(dest, future_dir_name(tp)),
+                tp,
+                src.config,
+                self.channel,
+                log_dir=dest,
+                is_future=True,
+                start_offset=src.log_start_offset,
+            )
+            self.future_logs[tp] = lg
+            return lg
+
+    def drop_future_log(self, tp: TopicPartition) -> None:
+        """Cancel a move: queue the future folder for deletion and forget it."""
+        with self.lock:
+            fut = self.future_logs.pop(tp, None)
+            if fut is not None:
+                self._retire(fut)
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        """StopReplica(delete=true): rename to ``-delete`` now, remove the bytes later."""
+        with self.lock:
+            if tp in self.offline_replicas:
+                raise KafkaStorageError(
+                    f"replica {tp} is on offline log directory {self.offline_replicas[tp]}; "
+                    "it will be deleted when the directory is replaced"
+                )
+            self.preferred_dirs.pop(tp, None)
+            fut = self.future_logs.pop(tp, None)
+            if fut is not None:
+                self._retire(fut)
+            lg = self.current_logs.pop(tp, None)
+            if lg is not None:
+                self._retire(lg)
+
+    def _retire(self, lg: Log) -> None:
+        with lg.lock:
+            if lg.offline:
+                lg.close_quietly()
+                return
+            target = os.path.join(lg.log_dir, delete_dir_name(lg.tp))
+            lg.rename_dir(target)
+            with self.channel.guard(lg.log_dir, "fsync after rename"):
+                fsync_dir(lg.log_dir)
+            lg.close_quietly()
+            lg.offline = True  # nothing may touch a retired log again
+        self._pending_deletes.append(target)
+
+    def run_deletions(self) -> int:
+        """Delete queued ``-delete`` folders; returns how many went."""
+        done = 0
+        while self._pending_deletes:
+            path = self._pending_deletes.pop()
+            d = os.path.dirname(path)
+            if self.channel.is_offline(d):
+                continue
+            try:
+                with self.channel.guard(d, "delete folder"):
+                    shutil.rmtree(path)
+                done += 1
+            except KafkaStorageError:
+                continue
+        return done
+
+    @property
+    def pending_deletes(self) -> list[str]:
+        return list(self._pending_deletes)
+
+    # -- failure --------------------------------------------------------------------------
+
+    def _on_dir_offline(self, d: str, reason: str) -> None:
+        with self.lock:
+            gone: list[TopicPartition] = []
+            for tp, lg in list(self.current_logs.items()):
+                if lg.log_dir == d:
+                    lg.mark_offline()
+                    del self.current_logs[tp]
+                    self.offline_replicas[tp] = d
+                    gone.append(tp)
+            for tp, lg in list(self.future_logs.items()):
+                if lg.log_dir == d:
+                    lg.mark_offline()
+                    del self.future_logs[tp]
+            for tp, lg in self.future_logs.items():
+                if tp in self.offline_replicas:
+                    lg.mark_offline()  # its source is gone: the move cannot finish
+        for listener in self._listeners:
+            try:
+                listener(d, reason, gone)
+            except Exception:
+                log.exception("offline replica listener failed")
+        if not self.live_dirs() and self._halt is not None:
+            self._halt(f"every log directory is offline (last: {d}: {reason})")
+
+    # -- describe -------------------------------------------------------------------------
+
+    def describe_log_dirs(
+        self, topics: Iterable[str] | None = None, dirs: Iterable[str] | None = None
+    ) -> list[LogDirInfo]:
+        want_topics = set(topics) if topics is not None else None
+        want_dirs = {os.path.normpath(d) for d in dirs} if dirs is not None else None
+        out: list[LogDirInfo] = []
+        for d in self.dirs:
+            if want_dirs is not None and d not in want_dirs:
+                continue
+            reason = self.channel.reason(d)
+            if reason is not None:
+                out.append(LogDirInfo(d, False, reason, 0, 0, d in self.cordoned))
+                continue
+            try:
+                with self.channel.guard(d, "statvfs"):
+                    total, usable = self.dir_usage(d)
+            except KafkaStorageError as e:
+                out.append(LogDirInfo(d, False, str(e), 0, 0, d in self.cordoned))
+                continue
+            replicas: list[ReplicaInfo] = []
+            with self.lock:
+                pairs = [(lg, False) for lg in self.current_logs.values() if lg.log_dir == d]
+                pairs += [(lg, True) for lg in self.future_logs.values() if lg.log_dir == d]
+            for lg, is_future in sorted(pairs, key=lambda p: (p[0].tp, p[1])):
+                if want_topics is not None and lg.tp.topic not in want_topics:
+                    continue
+                snap = lg.snapshot()
+                lag = 0
+                if is_future:
+                    cur = self.current_logs.get(lg.tp)
+                    lag = max(0, cur.log_end_offset - snap.log_end_offset) if cur else 0
+                replicas.append(
+                    ReplicaInfo(
+                        lg.tp.topic,
+                        lg.tp.partition,
+                        snap.size,
+                        lag,
+                        is_future,
+                        snap.log_end_offset,
+                    )
+                )
+            out.append(LogDirInfo(d, True, None, total, usable, d in self.cordoned, replicas))
+        return out
+
+    # -- periodic work and shutdown -------------------------------------------------------
+
+    def checkpoint(self, d: str | None = None) -> None:
+        """Write the three offset checkpoints of each live directory."""
+        for dd in [d] if d else self.live_dirs():
+            with self.lock:
+                logs = [lg for lg in self.current_logs.values() if lg.log_dir == dd]
+            rec = {lg.tp: lg.recovery_point for lg in logs}
+            start = {lg.tp: lg.log_start_offset for lg in logs}
+            hw = {lg.tp: lg.high_watermark for lg in logs}
+            try:
+                with self.channel.guard(dd, "write checkpoints"):
+                    write_atomically(
+                        os.path.join(dd, RECOVERY_POINT_CHECKPOINT), format_offsets(rec)
+                    )
+                    write_atomically(
+                        os.path.join(dd, LOG_START_OFFSET_CHECKPOINT), format_offsets(start)
+                    )
+                    write_atomically(
+                        os.path.join(dd, REPLICATION_OFFSET_CHECKPOINT), format_offsets(hw)
+                    )
+            except KafkaStorageError:
+                continue
+
+    def flush_all(self) -> None:
+        for lg in list(self.current_logs.values()) + list(self.future_logs.values()):
+            try:
+                if lg.recovery_point < lg.log_end_offset:
+                    lg.flush()
+            except KafkaStorageError:
+                continue
+
+    def cleanup(self, now: int | None = None) -> int:
+        """Retention over every current log; returns the bytes deleted."""
+        total = 0
+        for lg in list(self.current_logs.values()):
+            try:
+                total += lg.delete_old_segments(now)
+            except KafkaStorageError:
+                continue
+        return total
+
+    def shutdown(self) -> None:
+        """Flush, checkpoint, and mark each live directory cleanly shut down."""
+        with self.lock:
+            logs = list(self.current_logs.values()) + list(self.future_logs.values())
+        for lg in logs:
+            try:
+                lg.close()
+            except KafkaStorageError:
+                lg.close_quietly()
+        for d in self.live_dirs():
+            self.checkpoint(d)
+            try:
+                with self.channel.guard(d, "write clean-shutdown marker"):
+                    write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
+            except KafkaStorageError:
+                continue

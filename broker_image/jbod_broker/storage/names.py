@@ -1,0 +1,148 @@
+"""File and directory name rules, in one place (Kafka's ``LogFileUtils``).
+
+A replica lives in ``<topic>-<partition>``; while it is being moved its copy lives in
+``<topic>-<partition>.<uuid>-future`` on the destination disk, and a replica waiting for
+asynchronous deletion in ``<topic>-<partition>.<uuid>-delete``. Segment files are named by their
+base offset padded to 20 digits so that a plain lexical sort is the offset order.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from enum import Enum
+
+from .errors import InvalidTopicError
+
+MAX_TOPIC_LENGTH = 249
+MAX_NAME_BYTES = 255
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+FUTURE_SUFFIX = "-future"
+DELETE_SUFFIX = "-delete"
+STRAY_SUFFIX = "-stray"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
+
+_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+_SPECIAL_RE = re.compile(
+    r"^(?P<topic>.+)-(?P<partition>\d+)\.(?P<uid>[0-9a-f]{32})(?P<suffix>-future|-delete|-stray)$"
+)
+_PLAIN_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+_SEGMENT_RE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+
+
+def validate_topic(topic: str) -> None:
+    """Kafka's topic rules: legal characters, length, and not '.' or '..'."""
+    if not topic:
+        raise InvalidTopicError("topic name is empty")
+    if topic in (".", ".."):
+        raise InvalidTopicError(f"topic name cannot be {topic!r}")
+    if len(topic) > MAX_TOPIC_LENGTH:
+        raise InvalidTopicError(
+            f"topic name is {len(topic)} characters long, the limit is {MAX_TOPIC_LENGTH}"
+        )
+    if not _TOPIC_RE.match(topic):
+        raise InvalidTopicError(f"topic name {topic!r} has characters outside [a-zA-Z0-9._-]")
+
+
+def validate_partition(partition: int) -> None:
+    if not isinstance(partition, int) or isinstance(partition, bool):
+        raise InvalidTopicError(f"partition must be an integer, got {partition!r}")
+    if partition < 0 or partition > 2**31 - 1:
+        raise InvalidTopicError(f"partition {partition} is out of range [0, 2^31-1]")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @classmethod
+    def checked(cls, topic: str, partition: int) -> TopicPartition:
+        validate_topic(topic)
+        validate_partition(partition)
+        return cls(topic, partition)
+
+
+class DirKind(Enum):
+    CURRENT = "current"
+    FUTURE = "future"
+    DELETE = "delete"
+    STRAY = "stray"
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedDirName:
+    tp: TopicPartition
+    kind: DirKind
+
+
+def log_dir_name(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
+
+
+def _special_name(tp: TopicPartition, suffix: str) -> str:
+    return f"{tp.topic}-{tp.partition}.{uuid.uuid4().hex}{suffix}"
+
+
+def future_dir_name(tp: TopicPartition) -> str:
+    """The name of a replica's copy being moved in; refuses names the filesystem cannot hold."""
+    name = _special_name(tp, FUTURE_SUFFIX)
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise InvalidTopicError(
+            f"cannot move {tp}: its future folder name would be {len(name.encode())} bytes, "
+            f"over the {MAX_NAME_BYTES}-byte limit (shorten the topic name)"
+        )
+    return name
+
+
+def delete_dir_name(tp: TopicPartition) -> str:
+    """Name for a replica queued for deletion; the topic is cut so the name always fits."""
+    tail = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+    room = MAX_NAME_BYTES - len(tail)
+    return tp.topic[:room] + tail
+
+
+def stray_dir_name(tp: TopicPartition) -> str:
+    """Name for a duplicate copy set aside at start-up instead of being deleted."""
+    tail = f"-{tp.partition}.{uuid.uuid4().hex}{STRAY_SUFFIX}"
+    room = MAX_NAME_BYTES - len(tail)
+    return tp.topic[:room] + tail
+
+
+def parse_dir_name(name: str) -> ParsedDirName | None:
+    """Recognise a replica folder; ``None`` for anything else (checkpoints, lost+found...)."""
+    m = _SPECIAL_RE.match(name)
+    if m:
+        kind = {
+            FUTURE_SUFFIX: DirKind.FUTURE,
+            DELETE_SUFFIX: DirKind.DELETE,
+            STRAY_SUFFIX: DirKind.STRAY,
+        }[m.group("suffix")]
+        return ParsedDirName(TopicPartition(m.group("topic"), int(m.group("partition"))), kind)
+    m = _PLAIN_RE.match(name)
+    if m:
+        topic = m.group("topic")
+        if not _TOPIC_RE.match(topic) or len(topic) > MAX_TOPIC_LENGTH:
+            return None
+        return ParsedDirName(TopicPartition(topic, int(m.group("partition"))), DirKind.CURRENT)
+    return None
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def parse_segment_file(name: str) -> tuple[int, str] | None:
+    m = _SEGMENT_RE.match(name)
+    if not m:
+        return None
+    return int(m.group(1)), "." + m.group(2)

@@ -1,0 +1,831 @@
+"""Kafka RecordBatch v2 (magic 2): building, checking and decoding batches.
+
+Partitions are stored as the exact bytes Kafka itself would write, so a fetch can serve stored bytes
+unchanged and Kafka's ``DumpLogSegments`` can read our segments. That rules out any private framing:
+this module is the only place that knows the layout, and everything else deals in whole batches.
+
+The append path only ever needs :func:`validate_batches` (header checks plus one CRC-32C per
+batch, no per-record work) and the two in-place setters for the fields the CRC does not cover,
+which is how Kafka lets a leader assign offsets and epochs without re-encoding. Decoding individual
+records is for tests, tools and diagnostics, where clarity matters more than raw speed.
+
+Layout (big-endian), offsets from the start of a batch::
+
+    0  baseOffset int64          27 baseTimestamp int64
+    8  batchLength int32         35 maxTimestamp int64
+    12 partitionLeaderEpoch i32  43 producerId int64
+    16 magic int8                51 producerEpoch int16
+    17 crc uint32                53 baseSequence int32
+    21 attributes int16          57 recordsCount int32
+    23 lastOffsetDelta int32     61 records...
+
+The CRC covers attributes..end, so ``baseOffset``, ``batchLength``, ``partitionLeaderEpoch`` and the
+magic byte are outside it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import time
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+
+import crc32c
+
+from jbod_broker.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordTooLargeError,
+    StorageError,
+)
+
+__all__ = [
+    "BATCH_HEADER_SIZE",
+    "CREATE_TIME",
+    "DEFAULT_MAX_BATCH_BYTES",
+    "GZIP",
+    "LOG_APPEND_TIME",
+    "LOG_OVERHEAD",
+    "LZ4",
+    "MAGIC_V2",
+    "NONE",
+    "NO_PARTITION_LEADER_EPOCH",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "SNAPPY",
+    "ZSTD",
+    "BatchHeader",
+    "Buffer",
+    "Header",
+    "Record",
+    "RecordInput",
+    "build_batch",
+    "compute_crc",
+    "decode_batch",
+    "decode_varint",
+    "decode_varlong",
+    "encode_varint",
+    "encode_varlong",
+    "first_corrupt_position",
+    "iter_batches",
+    "parse_header",
+    "set_base_offset",
+    "set_partition_leader_epoch",
+    "validate_batches",
+]
+
+MAGIC_V2: Final = 2
+# baseOffset + batchLength: the part of a batch that batchLength does not count.
+LOG_OVERHEAD: Final = 12
+BATCH_HEADER_SIZE: Final = 61
+
+NONE: Final = 0
+GZIP: Final = 1
+SNAPPY: Final = 2
+LZ4: Final = 3
+ZSTD: Final = 4
+
+CREATE_TIME: Final = 0
+LOG_APPEND_TIME: Final = 1
+
+NO_PRODUCER_ID: Final = -1
+NO_PRODUCER_EPOCH: Final = -1
+NO_SEQUENCE: Final = -1
+NO_PARTITION_LEADER_EPOCH: Final = -1
+NO_TIMESTAMP: Final = -1
+
+# Kafka's default max.message.bytes (1 MiB + LOG_OVERHEAD), compared with a batch's full size.
+DEFAULT_MAX_BATCH_BYTES: Final = 1048588
+
+Buffer: TypeAlias = bytes | bytearray | memoryview
+
+_COMPRESSION_MASK: Final = 0x07
+_TIMESTAMP_TYPE_BIT: Final = 0x08
+_TRANSACTIONAL_BIT: Final = 0x10
+_CONTROL_BIT: Final = 0x20
+
+_MIN_BATCH_LENGTH: Final = BATCH_HEADER_SIZE - LOG_OVERHEAD
+_MAGIC_OFFSET: Final = 16
+_ATTRIBUTES_OFFSET: Final = 21
+_PARTITION_LEADER_EPOCH_OFFSET: Final = 12
+# Kafka's default gzip level (Deflater.DEFAULT_COMPRESSION); 9 costs a lot for little gain.
+_GZIP_LEVEL: Final = 6
+_GZIP_WBITS: Final = 16 + zlib.MAX_WBITS
+# A record needs at least: length, attributes, timestampDelta, offsetDelta, key and value
+# lengths and a header count, one byte each. Used to reject absurd counts before looping.
+_MIN_RECORD_SIZE: Final = 7
+
+_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+_BATCH_LENGTH: Final = struct.Struct(">i")
+_INT64: Final = struct.Struct(">q")
+_INT32: Final = struct.Struct(">i")
+_CRC_COVERED_HEADER: Final = struct.Struct(">hiqqqhii")
+_CRC_FREE_HEADER: Final = struct.Struct(">qiibI")
+
+# crc32c ships no type information; pin down the one function we use.
+_crc32c: Final[Callable[[Buffer], int]] = crc32c.crc32c
+
+_INT32_MIN: Final = -(1 << 31)
+_INT32_MAX: Final = (1 << 31) - 1
+_INT64_MIN: Final = -(1 << 63)
+_INT64_MAX: Final = (1 << 63) - 1
+
+
+# --------------------------------------------------------------------------------------------
+# Varints
+# --------------------------------------------------------------------------------------------
+
+# Every record writes several small varints (lengths of 1 KiB values, offset deltas, zero
+# timestamp deltas); a table turns the common ones into one tuple lookup instead of a loop.
+_SMALL_LIMIT: Final = 1 << 14
+
+
+def _encode_unsigned_slow(z: int) -> bytes:
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+_SMALL: Final[tuple[bytes, ...]] = tuple(_encode_unsigned_slow(z) for z in range(_SMALL_LIMIT))
+
+
+def _encode_unsigned(z: int) -> bytes:
+    if z < _SMALL_LIMIT:
+        return _SMALL[z]
+    return _encode_unsigned_slow(z)
+
+
+def encode_varint(n: int) -> bytes:
+    """Zigzag varint of a 32-bit value, as Kafka's ``ByteUtils.writeVarint``.
+
+    Zigzag keeps -1 (Kafka's "null" length) to a single byte. A value outside int32 is a
+    programming error rather than bad data, hence ``ValueError``.
+    """
+    if not _INT32_MIN <= n <= _INT32_MAX:
+        raise ValueError(f"varint out of int32 range: {n}")
+    return _encode_unsigned((n << 1) ^ (n >> 31))
+
+
+def encode_varlong(n: int) -> bytes:
+    """Zigzag varint of a 64-bit value, as Kafka's ``ByteUtils.writeVarlong``."""
+    if not _INT64_MIN <= n <= _INT64_MAX:
+        raise ValueError(f"varlong out of int64 range: {n}")
+    return _encode_unsigned((n << 1) ^ (n >> 63))
+
+
+def _decode_unsigned(buf: Buffer, pos: int, max_bytes: int, bits: int) -> tuple[int, int]:
+    """Read an unsigned LEB128 value of at most ``max_bytes`` bytes.
+
+    Kafka silently drops the excess bits of a fifth (tenth) byte; we treat them as corruption
+    because no correct writer produces them and accepting them would make two byte strings
+    decode to the same value.
+    """
+    result = 0
+    shift = 0
+    end = len(buf)
+    for _ in range(max_bytes):
+        if pos >= end or pos < 0:
+            raise CorruptRecordError(f"truncated varint at byte {pos}")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            if result >> bits:
+                raise CorruptRecordError(f"varint too long at byte {pos - 1}: exceeds {bits} bits")
+            return result, pos
+        shift += 7
+    raise CorruptRecordError(f"varint too long at byte {pos - 1}: more than {max_bytes} bytes")
+
+
+def decode_varint(buf: Buffer, pos: int) -> tuple[int, int]:
+    """Decode a zigzag varint (int32) at ``pos``; returns ``(value, position after it)``."""
+    z, pos = _decode_unsigned(buf, pos, 5, 32)
+    return (z >> 1) ^ -(z & 1), pos
+
+
+def decode_varlong(buf: Buffer, pos: int) -> tuple[int, int]:
+    """Decode a zigzag varlong (int64) at ``pos``; returns ``(value, position after it)``."""
+    z, pos = _decode_unsigned(buf, pos, 10, 64)
+    return (z >> 1) ^ -(z & 1), pos
+
+
+# --------------------------------------------------------------------------------------------
+# Data classes
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """A record header; Kafka allows a null value but never a null key."""
+
+    key: str
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One decoded record with its absolute offset and timestamp.
+
+    Absolute values (rather than the stored deltas) are what every consumer of a decoded record
+    wants; the deltas only exist to keep the encoding small.
+    """
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The fixed 61-byte prefix of a batch: all the log needs to index, cut and serve it."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & _COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        """``CREATE_TIME`` or ``LOG_APPEND_TIME``."""
+        return LOG_APPEND_TIME if self.attributes & _TIMESTAMP_TYPE_BIT else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL_BIT)
+
+
+RecordInput: TypeAlias = (
+    tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Sequence[Header]]
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Building
+# --------------------------------------------------------------------------------------------
+
+
+def _encode_records(
+    records: Sequence[RecordInput], deltas: Sequence[int] | None
+) -> list[bytes | bytearray]:
+    """Encode records (without the batch header) as a list of pieces ready to be joined.
+
+    The pieces are joined once by the caller so a 16 KiB batch costs one copy of each value.
+    """
+    parts: list[bytes | bytearray] = []
+    append = parts.append
+    enc = _encode_unsigned
+    null = _SMALL[1]  # zigzag(-1)
+    zero_ts = _SMALL[0]
+    for index, rec in enumerate(records):
+        key = rec[0]
+        value = rec[1]
+        headers: Sequence[Header] = rec[2] if len(rec) == 3 else ()
+        if deltas is None:
+            ts_bytes = zero_ts
+        else:
+            delta = deltas[index]
+            ts_bytes = enc((delta << 1) ^ (delta >> 63))
+        prefix = bytearray(b"\x00")
+        prefix += ts_bytes
+        prefix += enc(index << 1)
+        if key is None:
+            prefix += null
+            key_len = 0
+        else:
+            key_len = len(key)
+            prefix += enc(key_len << 1)
+        if value is None:
+            mid = null
+            value_len = 0
+        else:
+            value_len = len(value)
+            mid = enc(value_len << 1)
+        if headers:
+            tail = bytearray(enc(len(headers) << 1))
+            for header in headers:
+                hkey = header.key.encode("utf-8")
+                tail += enc(len(hkey) << 1)
+                tail += hkey
+                hvalue = header.value
+                if hvalue is None:
+                    tail += null
+                else:
+                    tail += enc(len(hvalue) << 1)
+                    tail += hvalue
+            tail_bytes: bytes | bytearray = tail
+        else:
+            tail_bytes = zero_ts  # a zero header count
+        body_len = len(prefix) + key_len + len(mid) + value_len + len(tail_bytes)
+        append(enc(body_len << 1))
+        append(prefix)
+        if key:
+            append(key)
+        append(mid)
+        if value:
+            append(value)
+        append(tail_bytes)
+    return parts
+
+
+def _check_int(name: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise InvalidRecordError(f"{name} {value} is outside [{low}, {high}]")
+
+
+def build_batch(
+    records: Sequence[RecordInput],
+    *,
+    base_offset: int = 0,
+    base_timestamp: int | None = None,
+    timestamps: Sequence[int] | None = None,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    compression: int = NONE,
+    is_transactional: bool = False,
+) -> bytes:
+    """Encode one v2 batch with CreateTime timestamps, the way Kafka's Java producer does.
+
+    ``records`` holds ``(key, value)`` or ``(key, value, headers)`` tuples. Without
+    ``timestamps`` every record gets ``base_timestamp`` (default: now); with them,
+    ``base_timestamp`` defaults to the first record's timestamp, as in Kafka's
+    ``MemoryRecordsBuilder``, and ``maxTimestamp`` is their maximum.
+    """
+    count = len(records)
+    if count == 0:
+        raise InvalidRecordError("a batch needs at least one record")
+    if count > _INT32_MAX:
+        raise InvalidRecordError(f"too many records for one batch: {count}")
+    if compression not in (NONE, GZIP):
+        raise InvalidRecordError(f"unsupported compression codec {compression} (NONE, GZIP only)")
+
+    deltas: list[int] | None
+    if timestamps is None:
+        if base_timestamp is None:
+            base_timestamp = time.time_ns() // 1_000_000
+        max_timestamp = base_timestamp
+        deltas = None
+    else:
+        if len(timestamps) != count:
+            raise InvalidRecordError(f"{len(timestamps)} timestamps given for {count} records")
+        if base_timestamp is None:
+            base_timestamp = timestamps[0]
+        max_timestamp = max(timestamps)
+        if max_timestamp < base_timestamp:
+            # validate_batches would refuse it: maxTimestamp must not precede baseTimestamp.
+            raise InvalidRecordError(
+                f"base_timestamp {base_timestamp} is after every record timestamp"
+            )
+        deltas = [t - base_timestamp for t in timestamps]
+        for delta in deltas:
+            _check_int("timestamp delta", delta, _INT64_MIN, _INT64_MAX)
+
+    _check_int("base_offset", base_offset, _INT64_MIN, _INT64_MAX)
+    _check_int("base_timestamp", base_timestamp, _INT64_MIN, _INT64_MAX)
+    _check_int("partition_leader_epoch", partition_leader_epoch, _INT32_MIN, _INT32_MAX)
+    _check_int("producer_id", producer_id, _INT64_MIN, _INT64_MAX)
+    _check_int("producer_epoch", producer_epoch, -(1 << 15), (1 << 15) - 1)
+    _check_int("base_sequence", base_sequence, _INT32_MIN, _INT32_MAX)
+
+    try:
+        parts = _encode_records(records, deltas)
+    except (TypeError, AttributeError, UnicodeEncodeError) as exc:
+        raise InvalidRecordError(f"cannot encode record: {exc}") from exc
+
+    attributes = compression
+    if is_transactional:
+        attributes |= _TRANSACTIONAL_BIT
+
+    # Reserve the CRC-free prefix, then fill it once the CRC of the rest is known: one buffer,
+    # no second copy of the payload.
+    batch = bytearray(_ATTRIBUTES_OFFSET)
+    batch += _CRC_COVERED_HEADER.pack(
+        attributes,
+        count - 1,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    if compression == GZIP:
+        batch += zlib.compress(b"".join(parts), _GZIP_LEVEL, _GZIP_WBITS)
+    else:
+        batch += b"".join(parts)
+    with memoryview(batch) as view:
+        crc = _crc32c(view[_ATTRIBUTES_OFFSET:])
+    _CRC_FREE_HEADER.pack_into(
+        batch, 0, base_offset, len(batch) - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, crc
+    )
+    return bytes(batch)
+
+
+# --------------------------------------------------------------------------------------------
+# Headers and in-place updates
+# --------------------------------------------------------------------------------------------
+
+
+def parse_header(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """Read the 61-byte header at ``pos`` without checking it (see :func:`validate_batches`)."""
+    if pos < 0 or len(buf) - pos < BATCH_HEADER_SIZE:
+        raise CorruptRecordError(
+            f"truncated batch header at position {pos}: "
+            f"{max(0, len(buf) - pos)} of {BATCH_HEADER_SIZE} bytes"
+        )
+    return BatchHeader(*_HEADER.unpack_from(buf, pos))
+
+
+def _batch_end(buf: Buffer, pos: int) -> int:
+    """End of the batch at ``pos``, checking its declared length against the buffer."""
+    if pos < 0 or len(buf) - pos < LOG_OVERHEAD:
+        raise CorruptRecordError(f"truncated batch at position {pos}")
+    batch_length: int = _BATCH_LENGTH.unpack_from(buf, pos + 8)[0]
+    if batch_length < _MIN_BATCH_LENGTH:
+        raise CorruptRecordError(
+            f"batch at position {pos} has length {batch_length} < {_MIN_BATCH_LENGTH}"
+        )
+    end = pos + LOG_OVERHEAD + batch_length
+    if end > len(buf):
+        raise CorruptRecordError(
+            f"truncated batch at position {pos}: needs {end - pos} bytes, "
+            f"{len(buf) - pos} available"
+        )
+    return end
+
+
+def compute_crc(buf: Buffer, pos: int = 0) -> int:
+    """CRC-32C of the batch at ``pos`` from its attributes to its end (what the crc field holds)."""
+    end = _batch_end(buf, pos)
+    with memoryview(buf) as view:
+        return _crc32c(view[pos + _ATTRIBUTES_OFFSET : end])
+
+
+def _check_writable_header(buf: bytearray | memoryview, pos: int) -> None:
+    if pos < 0 or len(buf) - pos < BATCH_HEADER_SIZE:
+        raise CorruptRecordError(f"no batch header at position {pos} (buffer of {len(buf)} bytes)")
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Assign the batch's base offset in place; the CRC stays valid because it does not cover it.
+
+    This is how a leader stamps offsets on a producer's batch without re-encoding it.
+    """
+    _check_writable_header(buf, pos)
+    _check_int("base_offset", base_offset, _INT64_MIN, _INT64_MAX)
+    _INT64.pack_into(buf, pos, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    """Stamp the leader epoch in place; like the base offset it is outside the CRC."""
+    _check_writable_header(buf, pos)
+    _check_int("partition_leader_epoch", epoch, _INT32_MIN, _INT32_MAX)
+    _INT32.pack_into(buf, pos + _PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+# --------------------------------------------------------------------------------------------
+# Scanning and validation
+# --------------------------------------------------------------------------------------------
+
+
+def iter_batches(buf: Buffer, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield ``(position, header)`` of each complete batch from ``pos``, without checking CRCs.
+
+    An incomplete batch at the end is not an error: a read cut at an arbitrary byte count, or a
+    log being appended to, legitimately ends mid-batch, and the caller only wants whole batches.
+    A declared length below the header size is an error, since no amount of extra data fixes it.
+    """
+    end = len(buf)
+    unpack_length = _BATCH_LENGTH.unpack_from
+    while end - pos >= BATCH_HEADER_SIZE:
+        (batch_length,) = unpack_length(buf, pos + 8)
+        if batch_length < _MIN_BATCH_LENGTH:
+            raise CorruptRecordError(
+                f"batch at position {pos} has length {batch_length} < {_MIN_BATCH_LENGTH}"
+            )
+        batch_end = pos + LOG_OVERHEAD + batch_length
+        if batch_end > end:
+            return
+        yield pos, BatchHeader(*_HEADER.unpack_from(buf, pos))
+        pos = batch_end
+
+
+def _scan(
+    buf: Buffer, pos: int, max_batch_bytes: int
+) -> tuple[int, list[BatchHeader], StorageError | None]:
+    """Check consecutive batches from ``pos``; stop at the first bad one.
+
+    Returns the end of the valid prefix, the headers of the valid batches and the error that
+    stopped the scan (``None`` if the whole buffer was valid). One loop serves both the strict
+    append check and crash recovery so the two can never disagree about what is valid.
+    """
+    headers: list[BatchHeader] = []
+    end = len(buf)
+    unpack = _HEADER.unpack_from
+    with memoryview(buf) as view:
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        while pos < end:
+            remaining = end - pos
+            if remaining > _MAGIC_OFFSET and view[pos + _MAGIC_OFFSET] != MAGIC_V2:
+                # Checked first so that a legacy (v0/v1) message set, whose header is shorter,
+                # is reported as what it is rather than as a truncated v2 batch.
+                return (
+                    pos,
+                    headers,
+                    InvalidRecordError(
+                        f"unsupported magic {view[pos + _MAGIC_OFFSET]} in batch at position "
+                        f"{pos} (only {MAGIC_V2} is supported)"
+                    ),
+                )
+            if remaining < BATCH_HEADER_SIZE:
+                return (
+                    pos,
+                    headers,
+                    CorruptRecordError(
+                        f"truncated batch header at position {pos}: "
+                        f"{remaining} of {BATCH_HEADER_SIZE} bytes"
+                    ),
+                )
+            fields = unpack(view, pos)
+            header = BatchHeader(*fields)
+            batch_length = header.batch_length
+            if batch_length < _MIN_BATCH_LENGTH:
+                return (
+                    pos,
+                    headers,
+                    CorruptRecordError(
+                        f"batch at position {pos} has length {batch_length} < {_MIN_BATCH_LENGTH}"
+                    ),
+                )
+            size = batch_length + LOG_OVERHEAD
+            if size > remaining:
+                return (
+                    pos,
+                    headers,
+                    CorruptRecordError(
+                        f"truncated batch at position {pos}: needs {size} bytes, "
+                        f"{remaining} available"
+                    ),
+                )
+            if size > max_batch_bytes:
+                return (
+                    pos,
+                    headers,
+                    RecordTooLargeError(
+                        f"batch at position {pos} is {size} bytes, larger than the maximum "
+                        f"{max_batch_bytes}"
+                    ),
+                )
+            error = _check_header_fields(header, pos)
+            if error is not None:
+                return pos, headers, error
+            actual = _crc32c(view[pos + _ATTRIBUTES_OFFSET : pos + size])
+            if actual != header.crc:
+                return (
+                    pos,
+                    headers,
+                    CorruptRecordError(
+                        f"CRC mismatch in batch at position {pos}: expected 0x{header.crc:08x}, "
+                        f"computed 0x{actual:08x}"
+                    ),
+                )
+            headers.append(header)
+            pos += size
+    return pos, headers, None
+
+
+def _check_header_fields(header: BatchHeader, pos: int) -> StorageError | None:
+    count = header.records_count
+    if count < 1:
+        return CorruptRecordError(f"batch at position {pos} has records count {count}")
+    if header.last_offset_delta != count - 1:
+        return CorruptRecordError(
+            f"batch at position {pos} has last offset delta {header.last_offset_delta} "
+            f"but {count} records"
+        )
+    if header.compression > ZSTD:
+        return InvalidRecordError(
+            f"batch at position {pos} has unknown compression codec {header.compression}"
+        )
+    base_ts = header.base_timestamp
+    max_ts = header.max_timestamp
+    if base_ts != NO_TIMESTAMP and max_ts != NO_TIMESTAMP and max_ts < base_ts:
+        return CorruptRecordError(
+            f"batch at position {pos} has max timestamp {max_ts} < base timestamp {base_ts}"
+        )
+    return None
+
+
+def validate_batches(
+    buf: Buffer, *, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+) -> list[BatchHeader]:
+    """Check data from outside (producers, followers, recovery) before it enters a log.
+
+    The buffer must be exactly a sequence of complete, CRC-valid v2 batches; anything else is
+    refused whole, so a log never holds a partial append. Records are not decoded: framing and
+    the CRC are enough to guarantee the bytes are what the writer sent, and this runs on every
+    append.
+    """
+    if len(buf) == 0:
+        raise InvalidRecordError("empty record set")
+    _, headers, error = _scan(buf, 0, max_batch_bytes)
+    if error is not None:
+        raise error
+    return headers
+
+
+def first_corrupt_position(
+    buf: Buffer, pos: int = 0, *, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+) -> tuple[int, list[BatchHeader]]:
+    """Return where the valid prefix from ``pos`` ends and the headers of the batches in it.
+
+    Crash recovery truncates a segment to its valid prefix rather than refusing it: a torn write
+    at the tail is expected after a crash, and everything before it is still good.
+    """
+    end_of_valid, headers, _ = _scan(buf, pos, max_batch_bytes)
+    return end_of_valid, headers
+
+
+# --------------------------------------------------------------------------------------------
+# Decoding records
+# --------------------------------------------------------------------------------------------
+
+
+def _decompress_gzip(data: memoryview, pos: int) -> bytes:
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise CorruptRecordError(f"bad gzip data in batch at position {pos}: {exc}") from exc
+
+
+def decode_batch(
+    buf: Buffer, pos: int = 0, *, verify_crc: bool = True
+) -> tuple[BatchHeader, list[Record]]:
+    """Decode the batch at ``pos`` into its header and records.
+
+    For ``LOG_APPEND_TIME`` batches every record's timestamp is the batch's max timestamp, as in
+    Kafka, because the broker overwrote only that field when it stamped the append time.
+    """
+    header = parse_header(buf, pos)
+    if header.magic != MAGIC_V2:
+        raise InvalidRecordError(
+            f"unsupported magic {header.magic} in batch at position {pos} "
+            f"(only {MAGIC_V2} is supported)"
+        )
+    end = _batch_end(buf, pos)
+    with memoryview(buf) as view:
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        if verify_crc:
+            actual = _crc32c(view[pos + _ATTRIBUTES_OFFSET : end])
+            if actual != header.crc:
+                raise CorruptRecordError(
+                    f"CRC mismatch in batch at position {pos}: expected 0x{header.crc:08x}, "
+                    f"computed 0x{actual:08x}"
+                )
+        count = header.records_count
+        if count < 0:
+            raise CorruptRecordError(f"batch at position {pos} has records count {count}")
+        codec = header.compression
+        body = view[pos + BATCH_HEADER_SIZE : end]
+        if codec == GZIP:
+            data: bytes | memoryview = _decompress_gzip(body, pos)
+        elif codec == NONE:
+            data = body
+        else:
+            raise InvalidRecordError(
+                f"batch at position {pos} uses compression codec {codec}; "
+                "only NONE and GZIP can be decoded"
+            )
+        if count > len(data) // _MIN_RECORD_SIZE:
+            raise CorruptRecordError(
+                f"batch at position {pos} claims {count} records in {len(data)} bytes"
+            )
+        log_append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
+        try:
+            records = _decode_records(
+                data, count, header.base_offset, header.base_timestamp, log_append_time
+            )
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(f"batch at position {pos}: {exc}") from None
+        except IndexError:
+            raise CorruptRecordError(f"batch at position {pos}: truncated record") from None
+    return header, records
+
+
+def _read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    b = data[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    return decode_varint(data, pos)
+
+
+def _read_varlong(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    b = data[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    return decode_varlong(data, pos)
+
+
+def _read_bytes(
+    data: bytes | memoryview, pos: int, limit: int, what: str
+) -> tuple[bytes | None, int]:
+    length, pos = _read_varint(data, pos)
+    if length < 0:
+        if length != -1:
+            raise CorruptRecordError(f"invalid {what} length {length}")
+        return None, pos
+    new_pos = pos + length
+    if new_pos > limit:
+        raise CorruptRecordError(f"{what} of {length} bytes overruns its record")
+    return bytes(data[pos:new_pos]), new_pos
+
+
+def _decode_records(
+    data: bytes | memoryview,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+) -> list[Record]:
+    records: list[Record] = []
+    pos = 0
+    end = len(data)
+    for index in range(count):
+        length, pos = _read_varint(data, pos)
+        if length < 0 or pos + length > end:
+            raise CorruptRecordError(f"record {index} has invalid length {length}")
+        record_end = pos + length
+        pos += 1  # attributes: unused in v2
+        ts_delta, pos = _read_varlong(data, pos)
+        offset_delta, pos = _read_varint(data, pos)
+        key, pos = _read_bytes(data, pos, record_end, "key")
+        value, pos = _read_bytes(data, pos, record_end, "value")
+        header_count, pos = _read_varint(data, pos)
+        headers: tuple[Header, ...] = ()
+        if header_count:
+            # Each header takes at least two bytes, which bounds a corrupt count.
+            if header_count < 0 or header_count * 2 > record_end - pos:
+                raise CorruptRecordError(f"record {index} has invalid header count {header_count}")
+            decoded: list[Header] = []
+            for _ in range(header_count):
+                raw_key, pos = _read_bytes(data, pos, record_end, "header key")
+                if raw_key is None:
+                    raise CorruptRecordError(f"record {index} has a null header key")
+                try:
+                    header_key = raw_key.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise CorruptRecordError(f"record {index} has a non-UTF-8 header key") from exc
+                header_value, pos = _read_bytes(data, pos, record_end, "header value")
+                decoded.append(Header(header_key, header_value))
+            headers = tuple(decoded)
+        if pos != record_end:
+            raise CorruptRecordError(
+                f"record {index} declares {length} bytes but its fields end at a different place"
+            )
+        timestamp = base_timestamp + ts_delta if log_append_time is None else log_append_time
+        records.append(Record(base_offset + offset_delta, timestamp, key, value, headers))
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes left after the last of {count} records")
+    return records

@@ -1,0 +1,315 @@
+"""One segment: a ``.log`` file of record batches plus its ``.index`` and ``.timeindex``.
+
+Not thread-safe: the owning :class:`~jbod_broker.storage.log.Log` holds its lock around every
+mutation. Reads use ``pread`` on the segment's own descriptor, so they never move a file
+position another caller relies on. All ``OSError``s propagate: the log runs segment calls inside
+the directory's failure guard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator, Sequence
+
+from .errors import CorruptRecordError
+from .index import CorruptIndexError, OffsetIndex, TimeIndex
+from .names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name
+from .records import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    first_corrupt_position,
+    iter_batches,
+    parse_header,
+)
+
+_SCAN_CHUNK = 64 * 1024
+
+BatchMeta = tuple[int, int, int]
+"""(last offset, size in bytes, max timestamp) of one batch: what indexing needs, cheaply."""
+_RECOVERY_CHUNK = 8 * 1024 * 1024
+
+
+def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, pos)
+        view = view[n:]
+        pos += n
+
+
+class LogSegment:
+    def __init__(
+        self,
+        dir_path: str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        created_ms: int | None = None,
+    ) -> None:
+        self.dir_path = dir_path
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.index = OffsetIndex(self._path(INDEX_SUFFIX), base_offset)
+        self.time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX), base_offset)
+        self.size = os.fstat(self._fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
+        self._bytes_since_index = 0
+
+    def _path(self, suffix: str) -> str:
+        return os.path.join(self.dir_path, segment_file_name(self.base_offset, suffix))
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.dir_path, segment_file_name(self.base_offset, LOG_SUFFIX))
+
+    def file_paths(self) -> list[str]:
+        return [self.log_path, self._path(INDEX_SUFFIX), self._path(TIME_INDEX_SUFFIX)]
+
+    # -- loading --------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Open an existing segment after a clean shutdown: trust it, but check the indexes."""
+        try:
+            self.index.load()
+            self.index.check_against(self.size)
+            self.time_index.load()
+        except CorruptIndexError:
+            self.rebuild_indexes()
+            return
+        last = None
+        for _pos, hdr in self.scan(self.index.last_position):
+            last = hdr
+        if last is not None:
+            self.next_offset = last.next_offset
+        try:
+            self.time_index.check_against(self.next_offset)
+        except CorruptIndexError:
+            self.rebuild_indexes()
+            return
+        self.max_timestamp = self.time_index.last_timestamp
+        self._init_created_ms()
+
+    def _init_created_ms(self) -> None:
+        first = next(self.scan(0), None)
+        if first is not None and first[1].max_timestamp >= 0:
+            self.created_ms = first[1].max_timestamp
+        else:
+            self.created_ms = int(os.fstat(self._fd).st_mtime * 1000)
+
+    def rebuild_indexes(self) -> None:
+        self.recover(max_batch_bytes=None)
+
+    def recover(self, max_batch_bytes: int | None) -> int:
+        """Re-read every batch, check its CRC, rebuild both indexes, cut a torn or corrupt tail.
+
+        Returns the number of bytes cut. Batches must also have increasing offsets: a batch
+        that goes backwards is treated as corruption, like a bad CRC.
+        """
+        self.index.reset()
+        self.time_index.reset()
+        self._bytes_since_index = 0
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        file_size = os.fstat(self._fd).st_size
+        limit = max_batch_bytes if max_batch_bytes is not None else 2**31 - 1
+        pos = 0
+        stop = False
+        while pos < file_size and not stop:
+            buf = os.pread(self._fd, min(_RECOVERY_CHUNK, file_size - pos), pos)
+            valid_end, headers = first_corrupt_position(buf, max_batch_bytes=limit)
+            if valid_end < len(buf):
+                # Either the chunk cut a batch in two, or the data is bad from here on.
+                ok = False
+                big = self._read_whole_batch(pos + valid_end, file_size)
+                if big is not None:
+                    v2, h2 = first_corrupt_position(big, max_batch_bytes=limit)
+                    if v2 == len(big) and h2:
+                        headers = [*headers, *h2]
+                        valid_end += len(big)
+                        ok = True
+                stop = not ok
+            good = self._accept_recovered(headers, pos)
+            if good < len(headers):
+                valid_end = sum(h.size_in_bytes for h in headers[:good])
+                stop = True
+            pos += valid_end
+        cut = file_size - pos
+        if cut:
+            os.ftruncate(self._fd, pos)
+        self.size = pos
+        self._init_created_ms()
+        return cut
+
+    def _read_whole_batch(self, pos: int, file_size: int) -> bytes | None:
+        head = os.pread(self._fd, BATCH_HEADER_SIZE, pos)
+        if len(head) < BATCH_HEADER_SIZE:
+            return None
+        try:
+            hdr = parse_header(head)
+        except CorruptRecordError:
+            return None
+        if hdr.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+            return None
+        if pos + hdr.size_in_bytes > file_size:
+            return None
+        return os.pread(self._fd, hdr.size_in_bytes, pos)
+
+    def _accept_recovered(self, headers: Sequence[BatchHeader], chunk_pos: int) -> int:
+        position = chunk_pos
+        for i, hdr in enumerate(headers):
+            if hdr.base_offset < self.next_offset or hdr.last_offset < hdr.base_offset:
+                return i
+            self._index_batch(hdr.last_offset, hdr.size_in_bytes, hdr.max_timestamp, position)
+            position += hdr.size_in_bytes
+        return len(headers)
+
+    # -- writing --------------------------------------------------------------------------
+
+    def _index_batch(self, last_offset: int, size: int, max_ts: int, position: int) -> None:
+        if self._bytes_since_index >= self.index_interval_bytes or position == 0:
+            self.index.append(last_offset, position)
+            if max_ts > self.max_timestamp:
+                self.time_index.maybe_append(max_ts, last_offset)
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+        self.next_offset = last_offset + 1
+
+    def append(self, data: bytes | bytearray | memoryview, metas: Sequence[BatchMeta]) -> None:
+        """Append validated batches; ``metas`` describe ``data`` batch by batch, in order."""
+        position = self.size
+        _pwrite_all(self._fd, data, position)
+        for last_offset, size, max_ts in metas:
+            self._index_batch(last_offset, size, max_ts, position)
+            position += size
+        self.size = position
+
+    def append_raw(self, data: bytes | bytearray | memoryview) -> None:
+        """Append bytes already known to be whole batches without indexing them per batch.
+
+        Used by the move engine, which copies a sealed prefix and rebuilds the indexes after.
+        """
+        _pwrite_all(self._fd, data, self.size)
+        self.size += len(data)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def scan(self, start_pos: int, end_pos: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """Headers of the whole batches between two positions, without reading the records."""
+        end = self.size if end_pos is None else end_pos
+        pos = start_pos
+        while pos + LOG_OVERHEAD <= end:
+            buf = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos)
+            consumed = 0
+            for p, hdr in iter_batches(buf):
+                yield pos + p, hdr
+                consumed = p + hdr.size_in_bytes
+            if consumed == 0:
+                head = os.pread(self._fd, BATCH_HEADER_SIZE, pos)
+                if len(head) < BATCH_HEADER_SIZE:
+                    return
+                hdr = parse_header(head)
+                if hdr.batch_length <= 0 or pos + hdr.size_in_bytes > end:
+                    return
+                yield pos, hdr
+                consumed = hdr.size_in_bytes
+            pos += consumed
+
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset``."""
+        for pos, hdr in self.scan(self.index.lookup(offset)):
+            if hdr.last_offset >= offset:
+                return pos, hdr
+        return None
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True
+    ) -> bytes | None:
+        """Whole batches from the one holding ``offset``, at most ``max_bytes`` of them.
+
+        ``max_offset`` (exclusive) hides batches at or past the high watermark. With
+        ``min_one`` the first batch is returned whole even when larger than ``max_bytes``,
+        so a consumer can always make progress (KIP-74). ``None``: nothing at ``offset`` here.
+        """
+        found = self.find_batch(offset)
+        if found is None:
+            return None
+        pos, first = found
+        if max_offset is not None and first.last_offset >= max_offset:
+            return b""
+        want = min(max(max_bytes, first.size_in_bytes if min_one else 0), self.size - pos)
+        buf = os.pread(self._fd, want, pos)
+        end = 0
+        for p, hdr in iter_batches(buf):
+            if max_offset is not None and hdr.last_offset >= max_offset:
+                break
+            end = p + hdr.size_in_bytes
+        return buf if end == len(buf) else buf[:end]
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        return os.pread(self._fd, length, position)
+
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    # -- truncation, lifecycle ------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding ``offset`` or later; returns the bytes removed."""
+        found = self.find_batch(offset)
+        if found is None:
+            return 0
+        pos, hdr = found
+        removed = self.size - pos
+        os.ftruncate(self._fd, pos)
+        self.size = pos
+        self.index.truncate_to_position(pos)
+        self.time_index.truncate_to_offset(hdr.base_offset)
+        self.next_offset = min(offset, hdr.base_offset) if pos > 0 else self.base_offset
+        self.max_timestamp = self.time_index.last_timestamp
+        self._bytes_since_index = self.index_interval_bytes
+        if pos > 0:
+            # Recompute the true tail after the cut (batches may have gaps after compaction).
+            last = None
+            for _p, h in self.scan(self.index.last_position):
+                last = h
+            if last is not None:
+                self.next_offset = last.next_offset
+                self.max_timestamp = max(self.max_timestamp, last.max_timestamp)
+        return removed
+
+    def set_dir(self, dir_path: str) -> None:
+        """The replica folder was renamed; descriptors stay valid, paths change."""
+        self.dir_path = dir_path
+        self.index.path = self._path(INDEX_SUFFIX)
+        self.time_index.path = self._path(TIME_INDEX_SUFFIX)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+        self.index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.index.close()
+        self.time_index.close()
+
+    def delete(self) -> None:
+        self.close()
+        for path in self.file_paths():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+    @property
+    def last_modified_ms(self) -> int:
+        return int(os.stat(self.log_path).st_mtime * 1000)

@@ -1,0 +1,1 @@
+"""The operator that plays Kafka's controller on Kubernetes (later issues)."""

@@ -1,0 +1,1 @@
+"""PySpark placement planners (later issues)."""
