@@ -12,12 +12,14 @@ directory offline (KIP-112) and this log with it.
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
 
 from .checkpoints import CheckpointError, parse_epochs
 from .diskio import LogDirFailureChannel, write_atomically
@@ -48,6 +50,36 @@ from .records import (
 from .segment import BatchMeta, LogSegment
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _Retired(Exception):
+    """Raised inside a log whose data now lives in its successor (a finished move)."""
+
+
+def _follows_successor(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run the method on the log that currently holds the data.
+
+    A caller may hold a reference to a log that the move engine swaps out (KIP-113 step 8).
+    The swap sets ``successor`` under the log's lock; a method that then takes the lock sees
+    it in ``_guard`` and is re-run on the successor, so no append lands in a retired log.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        target = args[0]
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except _Retired:
+                assert isinstance(target, Log) and target.successor is not None
+                target = target.successor
+                args = (target, *args[1:])  # type: ignore[assignment]
+
+    return wrapper
 
 
 def now_ms() -> int:
@@ -133,6 +165,7 @@ class Log:
         self.recovery_point = 0
         self.high_watermark = 0
         self.offline = False
+        self.successor: Log | None = None
         self._unflushed_records = 0
         self.epochs = LeaderEpochCache([], self._persist_epochs)
 
@@ -257,6 +290,8 @@ class Log:
 
     @contextmanager
     def _guard(self, what: str) -> Iterator[None]:
+        if self.successor is not None:
+            raise _Retired
         if self.offline:
             raise KafkaStorageError(
                 f"replica {self.tp} is offline: log directory {self.log_dir} failed"
@@ -335,10 +370,12 @@ class Log:
         new.created_ms = now
         return new
 
+    @_follows_successor
     def roll(self) -> None:
         with self.lock, self._guard("roll"):
             self._roll_locked(now_ms())
 
+    @_follows_successor
     def append_as_leader(
         self, data: bytes | bytearray | memoryview, leader_epoch: int
     ) -> AppendInfo:
@@ -363,6 +400,7 @@ class Log:
                 first, offset - 1, records, len(headers), len(buf), self.log_start_offset
             )
 
+    @_follows_successor
     def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches that already carry their offsets (replication, moves)."""
         headers = validate_batches(data, max_batch_bytes=self.config.max_message_bytes)
@@ -408,6 +446,7 @@ class Log:
 
     # -- reading --------------------------------------------------------------------------
 
+    @_follows_successor
     def read(
         self,
         offset: int,
@@ -439,6 +478,7 @@ class Log:
 
     # -- truncation, retention ------------------------------------------------------------
 
+    @_follows_successor
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at ``offset`` and after; a follower does this on a new leader."""
         if offset < 0:
@@ -458,6 +498,7 @@ class Log:
             self.high_watermark = min(self.high_watermark, leo)
             return True
 
+    @_follows_successor
     def truncate_fully_and_start_at(self, offset: int) -> None:
         with self.lock, self._guard("truncate"):
             self._truncate_fully_locked(offset)
@@ -474,6 +515,7 @@ class Log:
             self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
             return self.high_watermark
 
+    @_follows_successor
     def advance_log_start_offset(self, offset: int) -> int:
         """DeleteRecords: records below ``offset`` become invisible and deletable."""
         with self.lock, self._guard("delete records"):
@@ -487,6 +529,7 @@ class Log:
                 self.epochs.truncate_from_start(offset)
             return self.log_start_offset
 
+    @_follows_successor
     def delete_old_segments(self, now: int | None = None) -> int:
         """Apply retention by time and by size; returns the bytes deleted.
 
@@ -529,6 +572,7 @@ class Log:
 
     # -- durability, lifecycle ------------------------------------------------------------
 
+    @_follows_successor
     def flush(self) -> int:
         """fsync what is not yet durable and advance the recovery point; returns it."""
         with self.lock, self._guard("flush"):
