@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import functools
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -43,13 +44,12 @@ from .names import (
 from .records import (
     DEFAULT_MAX_BATCH_BYTES,
     LOG_OVERHEAD,
-    set_base_offset,
-    set_partition_leader_epoch,
     validate_batches,
 )
 from .segment import BatchMeta, LogSegment
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
+_OFFSET_EPOCH = struct.Struct(">qii")
 
 
 P = ParamSpec("P")
@@ -288,6 +288,23 @@ class Log:
 
     # -- helpers --------------------------------------------------------------------------
 
+    def _check_usable(self) -> None:
+        if self.successor is not None:
+            raise _Retired
+        if self.offline:
+            raise KafkaStorageError(
+                f"replica {self.tp} is offline: log directory {self.log_dir} failed"
+            )
+        self.channel.check(self.log_dir)
+
+    def _io_failed(self, e: OSError, what: str) -> KafkaStorageError:
+        """What the failure guard does, for the hot paths that inline it."""
+        reason = f"{what} {self.tp}: {os.strerror(e.errno) if e.errno else e}"
+        if e.filename:
+            reason += f" ({e.filename})"
+        self.channel.mark_offline(self.log_dir, reason)
+        return KafkaStorageError(f"log directory {self.log_dir} is offline: {reason}")
+
     @contextmanager
     def _guard(self, what: str) -> Iterator[None]:
         if self.successor is not None:
@@ -384,18 +401,27 @@ class Log:
         buf = bytearray(data)
         metas: list[BatchMeta] = []
         records = 0
-        with self.lock, self._guard("append"):
-            first = offset = self.log_end_offset
-            pos = 0
-            for h in headers:
-                set_base_offset(buf, pos, offset)
-                set_partition_leader_epoch(buf, pos, leader_epoch)
-                offset += h.last_offset_delta + 1
-                metas.append((offset - 1, h.batch_length + LOG_OVERHEAD, h.max_timestamp))
-                pos += h.batch_length + LOG_OVERHEAD
-                records += h.records_count
-            self.epochs.assign(leader_epoch, first)
-            self._append_locked(buf, metas, records)
+        # The hot path: the guard is written out inline (a context manager per append costs
+        # as much as the CRC check).
+        with self.lock:
+            self._check_usable()
+            try:
+                first = offset = self.log_end_offset
+                pos = 0
+                for h in headers:
+                    # baseOffset, batchLength (unchanged) and partitionLeaderEpoch in one call;
+                    # none of them is covered by the CRC.
+                    _OFFSET_EPOCH.pack_into(buf, pos, offset, h.batch_length, leader_epoch)
+                    offset += h.last_offset_delta + 1
+                    size = h.batch_length + LOG_OVERHEAD
+                    metas.append((offset - 1, size, h.max_timestamp))
+                    pos += size
+                    records += h.records_count
+                if leader_epoch > self.epochs.latest_epoch:
+                    self.epochs.assign(leader_epoch, first)
+                self._append_locked(buf, metas, records)
+            except OSError as e:
+                raise self._io_failed(e, "append") from e
             return AppendInfo(
                 first, offset - 1, records, len(headers), len(buf), self.log_start_offset
             )

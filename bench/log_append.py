@@ -1,0 +1,171 @@
+"""Append and sequential-read throughput of the storage engine against the raw disk.
+
+Both sides run in the same process, on the same directory, with the same amount of data:
+- raw: ``os.write`` of 1 MiB blocks to one file, fsync at the end; ``os.read`` of 1 MiB blocks.
+- log: ``Log.append_as_leader`` of ~16 KiB RecordBatch v2 batches (16 records of 1 KiB),
+  which validates each batch's CRC-32C, assigns offsets, writes and indexes; one ``flush()``
+  (fsync) at the end. Reads: ``Log.read`` of 1 MiB from offset 0 to the log end.
+Batches are built before the clock starts: building them is the producer's work.
+
+Flush policy: no fsync per append (Kafka's default: durability comes from replication, the
+OS writes back), one fsync at the end of the write phase on both sides. Page cache is dropped
+before each read phase when the machine allows (root with /proc/sys/vm/drop_caches writable),
+otherwise both reads run warm; the JSON says which.
+
+Prints one JSON object as its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "broker_image"))
+
+from jbod_broker.storage.diskio import LogDirFailureChannel  # noqa: E402
+from jbod_broker.storage.log import Log, LogConfig  # noqa: E402
+from jbod_broker.storage.names import TopicPartition  # noqa: E402
+from jbod_broker.storage.records import build_batch  # noqa: E402
+
+MiB = 1024 * 1024
+
+
+def drop_caches() -> bool:
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def raw_write(path: str, total: int) -> float:
+    block = os.urandom(MiB)
+    t0 = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    written = 0
+    while written < total:
+        written += os.write(fd, block)
+    os.fsync(fd)
+    os.close(fd)
+    return time.perf_counter() - t0
+
+
+def raw_read(path: str) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    fd = os.open(path, os.O_RDONLY)
+    n = 0
+    while True:
+        b = os.read(fd, MiB)
+        if not b:
+            break
+        n += len(b)
+    os.close(fd)
+    return time.perf_counter() - t0, n
+
+
+def make_batches(count: int, records: int, record_size: int) -> list[bytes]:
+    out = []
+    for i in range(count):
+        payload = os.urandom(record_size)
+        out.append(build_batch([(b"key-%d-%d" % (i, j), payload) for j in range(records)]))
+    return out
+
+
+def log_append(dir_path: str, total: int, batches: list[bytes]) -> tuple[float, Log]:
+    channel = LogDirFailureChannel()
+    cfg = LogConfig(segment_bytes=256 * MiB)
+    log = Log.create(
+        os.path.join(dir_path, "bench-0"), TopicPartition("bench", 0), cfg, channel,
+        log_dir=dir_path,
+    )
+    n = len(batches)
+    written = 0
+    i = 0
+    t0 = time.perf_counter()
+    while written < total:
+        info = log.append_as_leader(batches[i % n], 1)
+        written += info.size_in_bytes
+        i += 1
+    log.flush()
+    return time.perf_counter() - t0, log
+
+
+def log_read(log: Log) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    offset = 0
+    n = 0
+    leo = log.log_end_offset
+    from jbod_broker.storage.records import iter_batches
+
+    while offset < leo:
+        r = log.read(offset, MiB)
+        last = None
+        for _pos, hdr in iter_batches(r.data):
+            last = hdr
+        assert last is not None
+        offset = last.next_offset
+        n += len(r.data)
+    return time.perf_counter() - t0, n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="256 MiB instead of 1 GiB")
+    ap.add_argument("--dir", default=None, help="directory to measure (default: a temp dir)")
+    ap.add_argument("--rounds", type=int, default=None)
+    args = ap.parse_args()
+    total = (256 if args.quick else 1024) * MiB
+    rounds = args.rounds or (2 if args.quick else 3)
+    base = tempfile.mkdtemp(prefix="bench-log-", dir=args.dir)
+    batches = make_batches(64, 16, 1024)
+    best: dict[str, float] = {}
+    dropped = False
+    try:
+        for _ in range(rounds):
+            # Alternate nothing between sides but the code: same dir, same size, same flush.
+            raw_path = os.path.join(base, "raw.bin")
+            w = raw_write(raw_path, total)
+            dropped = drop_caches()
+            r, rn = raw_read(raw_path)
+            os.unlink(raw_path)
+            lw, log = log_append(base, total, batches)
+            size = log.size
+            dropped = drop_caches() and dropped
+            lr, ln = log_read(log)
+            assert ln == size, (ln, size)
+            log.close()
+            shutil.rmtree(log.dir_path)
+            for key, secs, nbytes in (
+                ("raw_write_mb_s", w, total),
+                ("raw_read_mb_s", r, rn),
+                ("append_mb_s", lw, size),
+                ("read_mb_s", lr, ln),
+            ):
+                best[key] = max(best.get(key, 0.0), nbytes / MiB / secs)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    result = {
+        "bench": "log_append",
+        "bytes": total,
+        "record_bytes": 1024,
+        "batch_records": 16,
+        "rounds": rounds,
+        "flush_policy": "no fsync per append; one fsync at the end of each write phase (both sides)",
+        "page_cache": "dropped before reads" if dropped else "warm (could not drop caches)",
+        **{k: round(v, 1) for k, v in best.items()},
+        "append_ratio": round(best["append_mb_s"] / best["raw_write_mb_s"], 3),
+        "read_ratio": round(best["read_mb_s"] / best["raw_read_mb_s"], 3),
+        "targets": {"append_ratio": 0.5, "read_ratio": 0.7},
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
