@@ -21,16 +21,13 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "broker_image"))
-
-from jbod_broker.storage.diskio import LogDirFailureChannel  # noqa: E402
-from jbod_broker.storage.log import Log, LogConfig  # noqa: E402
-from jbod_broker.storage.names import TopicPartition  # noqa: E402
-from jbod_broker.storage.records import build_batch  # noqa: E402
+from jbod_broker.storage.diskio import LogDirFailureChannel
+from jbod_broker.storage.log import Log, LogConfig
+from jbod_broker.storage.names import TopicPartition
+from jbod_broker.storage.records import build_batch
 
 MiB = 1024 * 1024
 
@@ -157,7 +154,7 @@ def main() -> None:
         "record_bytes": 1024,
         "batch_records": 16,
         "rounds": rounds,
-        "flush_policy": "no fsync per append; one fsync at the end of each write phase (both sides)",
+        "flush_policy": "no fsync per append; one fsync after each write phase, both sides",
         "page_cache": "dropped before reads" if dropped else "warm (could not drop caches)",
         **{k: round(v, 1) for k, v in best.items()},
         "append_ratio": round(best["append_mb_s"] / best["raw_write_mb_s"], 3),

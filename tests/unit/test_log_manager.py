@@ -1,0 +1,288 @@
+"""The log manager over several directories: start-up, placement, KIP-112 rules, describe.
+
+Failures here are injected through the failure channel (the same path an OSError takes);
+the integration tier fails real directories with chmod 000 and a full tmpfs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from jbod_broker.storage.checkpoints import (
+    CLEAN_SHUTDOWN_FILE,
+    RECOVERY_POINT_CHECKPOINT,
+    parse_offsets,
+    parse_properties,
+)
+from jbod_broker.storage.errors import (
+    InvalidLogDirError,
+    KafkaStorageError,
+    NoLiveLogDirError,
+    ReplicaNotAvailableError,
+)
+from jbod_broker.storage.log_manager import LogDirSpec, LogManager
+from jbod_broker.storage.names import TopicPartition, future_dir_name, log_dir_name
+from jbod_broker.storage.records import build_batch
+
+
+def dirs_of(tmp_path: Path, n: int = 3) -> list[str]:
+    return [str(tmp_path / f"disk{i}") for i in range(n)]
+
+
+def start(dirs: list[str] | list[LogDirSpec], broker_id: int = 1) -> LogManager:
+    lm = LogManager(dirs, broker_id=broker_id)
+    lm.startup()
+    return lm
+
+
+def fill(lm: LogManager, tp: TopicPartition, n: int, size: int = 1000) -> None:
+    lg = lm.get_or_create_log(tp, is_new=True)
+    for i in range(n):
+        lg.append_as_leader(build_batch([(b"k", bytes([i % 256]) * size)]), 0)
+
+
+def test_startup_writes_meta_properties(tmp_path: Path) -> None:
+    dirs = dirs_of(tmp_path)
+    lm = start(dirs, broker_id=7)
+    for d in dirs:
+        with open(os.path.join(d, "meta.properties"), "rb") as f:
+            props = parse_properties(f.read())
+        assert props["broker.id"] == "7" and len(props["directory.id"]) == 32
+    assert len(set(lm.directory_ids.values())) == 3
+
+
+def test_dir_of_another_broker_is_offline(tmp_path: Path) -> None:
+    dirs = dirs_of(tmp_path, 2)
+    start(dirs, broker_id=1).shutdown()
+    shutil.rmtree(dirs[1])
+    lm = start(dirs, broker_id=2)  # dirs[0] still says broker 1
+    assert list(lm.offline_dirs()) == [dirs[0]]
+    assert "belongs to broker 1" in lm.offline_dirs()[dirs[0]]
+
+
+def test_placement_prefers_free_bytes_with_capacities(tmp_path: Path) -> None:
+    d = dirs_of(tmp_path)
+    specs = [LogDirSpec(d[0], 10_000_000), LogDirSpec(d[1], 50_000), LogDirSpec(d[2], 10_000_000)]
+    lm = start(specs)
+    fill(lm, TopicPartition("big", 0), 200)  # ~200 KB into the emptiest (d0: config order)
+    placed = {lm.get_or_create_log(TopicPartition("t", p), is_new=True).log_dir for p in range(3)}
+    # d1 is small; d0 holds 200 KB; so new replicas go to d2 until it is fuller than d0.
+    assert placed == {d[2]}
+    infos = {i.path: i for i in lm.describe_log_dirs()}
+    assert infos[d[1]].total_bytes == 50_000 and infos[d[1]].usable_bytes == 50_000
+    assert infos[d[0]].usable_bytes < 10_000_000 - 200_000
+
+
+def test_named_dir_wins_and_is_forgotten_after_creation(tmp_path: Path) -> None:
+    d = dirs_of(tmp_path)
+    lm = start(d)
+    tp = TopicPartition("t", 0)
+    lm.preferred_dirs[tp] = d[2]
+    assert lm.get_or_create_log(tp, is_new=True).log_dir == d[2]
+    assert tp not in lm.preferred_dirs
+
+
+def test_kip112_not_new_replica_is_not_recreated_while_a_dir_is_offline(tmp_path: Path) -> None:
+    d = dirs_of(tmp_path)
+    lm = start(d)
+    lm.channel.mark_offline(d[0], "test: disk pulled")
+    tp = TopicPartition("t", 0)
+    with pytest.raises(KafkaStorageError, match="not new"):
+        lm.get_or_create_log(tp, is_new=False)
+    assert lm.get_log(tp) is None
+    assert lm.get_or_create_log(tp, is_new=True).log_dir in d[1:]
+    # With every dir healthy a missing replica is created even when not new (KIP-112 #4).
+    lm2 = start(dirs_of(tmp_path / "other"))
+    assert lm2.get_or_create_log(tp, is_new=False) is not None
+
+
+def test_offline_replicas_are_counted_and_refused(tmp_path: Path) -> None:
+    d = dirs_of(tmp_path)
+    lm = start(d)
+    seen: list[tuple[str, list[TopicPartition]]] = []
+    lm.add_offline_listener(lambda dd, _r, tps: seen.append((dd, tps)))
+    for p in range(6):
+        lm.preferred_dirs[TopicPartition("t", p)] = d[p % 3]
+        fill(lm, TopicPartition("t", p), 3)
+    old = lm.get_log(TopicPartition("t", 0))
+    assert old is not None
+    lm.channel.mark_offline(d[0], "test")
+    assert lm.offline_log_dir_count == 1 and lm.offline_replica_count == 2
+    assert seen == [(d[0], [TopicPartition("t", 0), TopicPartition("t", 3)])]
+    with pytest.raises(KafkaStorageError, match=d[0]):
+        lm.log_or_error(TopicPartition("t", 0))
+    with pytest.raises(KafkaStorageError, match="offline"):
+        old.append_as_leader(build_batch([(b"k", b"v")]), 0)  # a holder of the old object
+    with pytest.raises(KafkaStorageError, match="offline"):
+        lm.get_or_create_log(TopicPartition("t", 0), is_new=True)
+    with pytest.raises(KafkaStorageError):
+        lm.delete_log(TopicPartition("t", 0))  # KAFKA-7313: the same error each time
+    with pytest.raises(KafkaStorageError):
+        lm.delete_log(TopicPartition("t", 0))
+    fill(lm, TopicPartition("t", 1), 3)  # other dirs keep serving
+    with pytest.raises(ReplicaNotAvailableError):
+        lm.log_or_error(TopicPartition("nope", 0))
+    info = {i.path: i for i in lm.describe_log_dirs()}
+    assert not info[d[0]].is_live and info[d[0]].error and "test" in info[d[0]].error
+
+
+def test_all_dirs_offline_halts(tmp_path: Path) -> None:
+    d = dirs_of(tmp_path, 2)
+    lm = start(d)
+    halted: list[str] = []
+    lm.on_no_live_dirs(halted.append)
+    lm.channel.mark_offline(d[0], "a")
+    assert not halted
+    lm.channel.mark_offline(d[1], "b")
+    assert halted and "every log directory is offline" in halted[0]
+
+
+def test_startup_with_no_usable_dir_raises(tmp_path: Path) -> None:
+    f = tmp_path / "a-file"
+    f.write_text("not a dir")
+    with pytest.raises(NoLiveLogDirError, match="every log directory is offline"):
+        start([str(f)])
+
+
+def test_shutdown_writes_kafka_checkpoints_and_marker(tmp_path: Path) -> None:
+    d = dirs_of(tmp_path, 1)
+    lm = start(d)
+    fill(lm, TopicPartition("t", 0), 5)
+    fill(lm, TopicPartition("u", 3), 2)
+    lm.shutdown()
+    with open(os.path.join(d[0], RECOVERY_POINT_CHECKPOINT), "rb") as f:
+        raw = f.read()
+    assert raw == b"0\n2\nt 0 5\nu 3 2\n"
+    assert parse_offsets(raw, "x") == {TopicPartition("t", 0): 5, TopicPartition("u", 3): 2}
+    assert os.path.exists(os.path.join(d[0], CLEAN_SHUTDOWN_FILE))
+    lm2 = start(d)
+    assert not os.path.exists(os.path.join(d[0], CLEAN_SHUTDOWN_FILE))
+    lg = lm2.get_log(TopicPartition("t", 0))
+    assert lg is not None and lg.log_end_offset == 5
+
+
+def test_delete_log_renames_then_deletes(tmp_path: Path) -> None:
+    d = dirs_of(tmp_path, 1)
+    lm = start(d)
+    tp = TopicPartition("t", 0)
+    fill(lm, tp, 3)
+    lm.delete_log(tp)
+    names = os.listdir(d[0])
+    assert any(n.endswith("-delete") for n in names) and log_dir_name(tp) not in names
+    assert lm.run_deletions() == 1
+    assert not any(n.endswith("-delete") for n in os.listdir(d[0]))
+
+
+def test_startup_deletes_leftover_delete_folders(tmp_path: Path) -> None:
+    d = dirs_of(tmp_path, 1)
+    lm = start(d)
+    fill(lm, TopicPartition("t", 0), 3)
+    lm.delete_log(TopicPartition("t", 0))
+    lm.shutdown()  # crash before the background delete ran
+    lm2 = start(d)
+    assert len(lm2.pending_deletes) == 1
+    lm2.run_deletions()
+    assert not any(n.endswith("-delete") for n in os.listdir(d[0]))
+
+
+def _make_future_only(tmp_path: Path) -> tuple[list[str], TopicPartition]:
+    """A crash after the source became -delete but before the future was renamed."""
+    d = dirs_of(tmp_path, 2)
+    lm = start(d)
+    tp = TopicPartition("t", 0)
+    lm.preferred_dirs[tp] = d[0]
+    fill(lm, tp, 4)
+    lm.shutdown()
+    src = os.path.join(d[0], log_dir_name(tp))
+    os.rename(src, os.path.join(d[1], future_dir_name(tp)))
+    return d, tp
+
+
+def test_future_only_with_healthy_dirs_is_renamed_into_place(tmp_path: Path) -> None:
+    d, tp = _make_future_only(tmp_path)
+    lm = LogManager(d, broker_id=1)
+    report = lm.startup()
+    lg = lm.get_log(tp)
+    assert lg is not None and lg.log_dir == d[1] and lg.log_end_offset == 4
+    assert os.path.isdir(os.path.join(d[1], log_dir_name(tp)))
+    assert any("renamed" in a for a in report.actions)
+
+
+def test_future_only_with_a_bad_dir_stays_offline_kafka_16082(tmp_path: Path) -> None:
+    d, tp = _make_future_only(tmp_path)
+    os.rename(d[0], d[0] + ".gone")
+    with open(d[0], "w") as f:  # the first disk is now unusable
+        f.write("x")
+    lm = LogManager(d, broker_id=1)
+    report = lm.startup()
+    assert lm.get_log(tp) is None and tp in lm.offline_replicas
+    assert any(n.endswith("-future") for n in os.listdir(d[1]))  # left alone
+    assert any("left in place" in a for a in report.actions)
+
+
+def test_source_and_future_present_is_resumable(tmp_path: Path) -> None:
+    d = dirs_of(tmp_path, 2)
+    lm = start(d)
+    tp = TopicPartition("t", 0)
+    lm.preferred_dirs[tp] = d[0]
+    fill(lm, tp, 4)
+    lm.create_future_log(tp, d[1])
+    lm.shutdown()
+    lm2 = LogManager(d, broker_id=1)
+    report = lm2.startup()
+    assert report.resumable_moves == {tp: d[1]}
+    assert lm2.get_log(tp) is not None and lm2.get_future_log(tp) is not None
+
+
+def test_duplicate_current_copies_are_resolved_not_fatal(tmp_path: Path) -> None:
+    d = dirs_of(tmp_path, 2)
+    lm = start(d)
+    tp = TopicPartition("t", 0)
+    lm.preferred_dirs[tp] = d[0]
+    fill(lm, tp, 6)
+    lm.shutdown()
+    shutil.copytree(os.path.join(d[0], log_dir_name(tp)), os.path.join(d[1], log_dir_name(tp)))
+    lm2 = LogManager(d, broker_id=1)
+    report = lm2.startup()
+    lg = lm2.get_log(tp)
+    assert lg is not None and lg.log_dir == d[0]  # the one its recovery checkpoint names
+    assert any("quarantined" in a and "recovery checkpoint" in a for a in report.actions)
+    assert any(n.endswith("-stray") for n in os.listdir(d[1]))
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["relative/dir", "", "/etc", "/tmp/../etc", "DISK0/../disk1", "DISK0/./", "DISK0\x00"],
+)
+def test_resolve_dir_refuses_anything_but_a_configured_dir(tmp_path: Path, path: str) -> None:
+    d = dirs_of(tmp_path)
+    lm = start(d)
+    with pytest.raises(InvalidLogDirError):
+        lm.resolve_dir(path.replace("DISK0", d[0]))
+
+
+def test_resolve_dir_accepts_configured_dirs(tmp_path: Path) -> None:
+    d = dirs_of(tmp_path)
+    lm = start(d)
+    assert lm.resolve_dir(d[1]) == d[1]
+
+
+def test_describe_log_dirs_fields(tmp_path: Path) -> None:
+    d = dirs_of(tmp_path, 2)
+    lm = start(d)
+    tp = TopicPartition("t", 0)
+    lm.preferred_dirs[tp] = d[0]
+    fill(lm, tp, 5)
+    fut = lm.create_future_log(tp, d[1])
+    info = {i.path: i for i in lm.describe_log_dirs()}
+    cur = info[d[0]].replicas[0]
+    assert (cur.topic, cur.partition, cur.is_future, cur.log_end_offset) == ("t", 0, False, 5)
+    assert cur.size > 5000
+    f = info[d[1]].replicas[0]
+    assert f.is_future and f.offset_lag == 5 and f.log_end_offset == 0
+    assert fut.log_dir == d[1]
+    assert lm.describe_log_dirs(topics=["other"])[0].replicas == []
+    assert [i.path for i in lm.describe_log_dirs(dirs=[d[1]])] == [d[1]]
