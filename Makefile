@@ -6,7 +6,11 @@ STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
 .PHONY: setup test unit integration e2e lint bench clean
 
+# kube-apiserver and etcd built from their Go modules (cached outside the repo), kubectl/helm.
+-include mk/kube.mk
+
 setup: $(STAMP)
+	@$(MAKE) --no-print-directory kube-bins kubectl-bins
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)

@@ -14,11 +14,14 @@ def kube_cluster() -> Iterator[KubeCluster]:
     """A kube-apiserver + etcd on loopback, shared by the session. Fails (never skips) when the
     binaries are missing: run `make kube-bins` (and `make kubectl-bins` for kubectl)."""
     cluster = KubeCluster()
+    missing = ""
     try:
         cluster.require_kubectl()
         cluster.start()
     except KubeBinariesMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
+        missing = str(exc)
+    if missing:
+        pytest.fail(missing, pytrace=False)
     try:
         yield cluster
     finally:
