@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup test unit integration e2e lint bench clean
+.PHONY: setup test unit integration e2e lint bench clean pin
 
 # kube-apiserver and etcd built from their Go modules (cached outside the repo), kubectl/helm.
 -include mk/kube.mk
@@ -40,6 +40,13 @@ lint: setup
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b --quick || exit 1; done
+
+# Re-pin the broker image's runtime dependencies to what the venv has (tests check they match).
+pin: setup
+	@{ echo "# Runtime dependencies of the broker image, pinned to the versions the tests ran with."; \
+	   echo "# Regenerate with: make pin (a test fails when these drift from the project venv)."; \
+	   $(BIN)/pip freeze | grep -iE '^(pydantic|pydantic.core|aiohttp|crc32c|prometheus.client|annotated.types|typing.extensions|typing.inspection|multidict|yarl|frozenlist|aiosignal|attrs|aiohappyeyeballs|propcache|idna)=='; \
+	 } > broker_image/requirements.txt
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,232 @@
+"""Broker configuration: a Kafka-style properties file, overridden by the environment.
+
+Names are Kafka's (``broker.id``, ``log.dirs``, ``replica.lag.time.max.ms``...), so a Kafka user
+reads them without a glossary. ``JBOD_<NAME>`` environment variables override the file, with
+dots as underscores and upper case (``JBOD_BROKER_ID`` for ``broker.id``). Everything is
+validated once at start-up; a bad value stops the broker with a message naming the setting.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .storage.checkpoints import parse_properties
+from .storage.log import LogConfig
+
+ENV_PREFIX = "JBOD_"
+
+ALIASES = {
+    # Kafka's shipped name for the intra-broker move throttle; KIP-113 calls it the other one.
+    "replica.alter.log.dirs.io.max.bytes.per.second": "intra.broker.throttled.rate",
+    "log.roll.ms": "log.segment.ms",
+}
+
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+class ConfigError(ValueError):
+    """A setting that cannot work; the message names it."""
+
+
+class BrokerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    broker_id: Annotated[int, Field(ge=0, le=2**31 - 1, alias="broker.id")]
+    broker_rack: Annotated[str | None, Field(alias="broker.rack")] = None
+    log_dirs: Annotated[list[str], Field(alias="log.dirs", min_length=1)]
+    listeners: Annotated[str, Field(alias="listeners")] = "http://127.0.0.1:9092"
+    advertised_url: Annotated[str | None, Field(alias="advertised.url")] = None
+    controller_url: Annotated[str | None, Field(alias="controller.url")] = None
+    token_file: Annotated[str | None, Field(alias="token.file")] = None
+    auth_disabled: Annotated[bool, Field(alias="auth.disabled")] = False
+    data_auth_required: Annotated[bool, Field(alias="data.auth.required")] = False
+    intra_broker_throttled_rate: Annotated[
+        int, Field(ge=0, alias="intra.broker.throttled.rate")
+    ] = 0
+    """Bytes/s shared by every log-dir move; 0 means unlimited (Kafka: MAX_LONG)."""
+    leader_replication_throttled_rate: Annotated[
+        int, Field(ge=0, alias="leader.replication.throttled.rate")
+    ] = 0
+    follower_replication_throttled_rate: Annotated[
+        int, Field(ge=0, alias="follower.replication.throttled.rate")
+    ] = 0
+    num_replica_alter_log_dirs_threads: Annotated[
+        int | None, Field(ge=1, le=256, alias="num.replica.alter.log.dirs.threads")
+    ] = None
+    num_replica_fetchers: Annotated[int, Field(ge=1, le=64, alias="num.replica.fetchers")] = 1
+    log_segment_bytes: Annotated[int, Field(ge=1024, alias="log.segment.bytes")] = 1 << 30
+    log_segment_ms: Annotated[int, Field(ge=1, alias="log.segment.ms")] = 7 * 24 * 3600 * 1000
+    log_retention_bytes: Annotated[int, Field(ge=-1, alias="log.retention.bytes")] = -1
+    log_retention_ms: Annotated[int, Field(ge=-1, alias="log.retention.ms")] = 7 * 24 * 3600 * 1000
+    log_index_interval_bytes: Annotated[int, Field(ge=0, alias="log.index.interval.bytes")] = 4096
+    message_max_bytes: Annotated[int, Field(ge=64, alias="message.max.bytes")] = 1048588
+    log_flush_interval_messages: Annotated[
+        int | None, Field(ge=1, alias="log.flush.interval.messages")
+    ] = None
+    log_flush_interval_ms: Annotated[
+        PositiveInt, Field(alias="log.flush.scheduler.interval.ms")
+    ] = 5000
+    log_retention_check_interval_ms: Annotated[
+        PositiveInt, Field(alias="log.retention.check.interval.ms")
+    ] = 60_000
+    checkpoint_interval_ms: Annotated[
+        PositiveInt, Field(alias="replica.high.watermark.checkpoint.interval.ms")
+    ] = 5000
+    replica_lag_time_max_ms: Annotated[PositiveInt, Field(alias="replica.lag.time.max.ms")] = 30_000
+    replica_fetch_max_bytes: Annotated[PositiveInt, Field(alias="replica.fetch.max.bytes")] = (
+        1 << 20
+    )
+    replica_fetch_wait_max_ms: Annotated[
+        int, Field(ge=0, le=60_000, alias="replica.fetch.wait.max.ms")
+    ] = 500
+    replica_fetch_backoff_ms: Annotated[int, Field(ge=0, alias="replica.fetch.backoff.ms")] = 200
+    min_insync_replicas: Annotated[PositiveInt, Field(alias="min.insync.replicas")] = 1
+    socket_request_max_bytes: Annotated[PositiveInt, Field(alias="socket.request.max.bytes")] = (
+        100 * 1024 * 1024
+    )
+    request_timeout_ms: Annotated[PositiveInt, Field(alias="request.timeout.ms")] = 30_000
+    controller_retry_backoff_ms: Annotated[
+        PositiveInt, Field(alias="controller.retry.backoff.ms")
+    ] = 200
+    controller_retry_backoff_max_ms: Annotated[
+        PositiveInt, Field(alias="controller.retry.backoff.max.ms")
+    ] = 5000
+
+    @field_validator("log_dirs", mode="before")
+    @classmethod
+    def _split_dirs(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return [p.strip() for p in v.split(",") if p.strip()]
+        return v
+
+    @field_validator("log_dirs")
+    @classmethod
+    def _absolute_dirs(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not os.path.isabs(p):
+                raise ValueError(f"{p!r} is not an absolute path")
+        if len(set(v)) != len(v):
+            raise ValueError("a directory is listed twice")
+        return v
+
+    @field_validator("listeners")
+    @classmethod
+    def _listener(cls, v: str) -> str:
+        u = urlparse(v)
+        if u.scheme not in ("http",) or not u.hostname or u.port is None:
+            raise ValueError(f"{v!r} must look like http://HOST:PORT")
+        return v
+
+    @property
+    def host(self) -> str:
+        return urlparse(self.listeners).hostname or "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        return urlparse(self.listeners).port or 9092
+
+    @property
+    def url(self) -> str:
+        return self.advertised_url or self.listeners
+
+    @property
+    def move_threads(self) -> int:
+        return self.num_replica_alter_log_dirs_threads or len(self.log_dirs)
+
+    def log_config(self, overrides: Mapping[str, str] | None = None) -> LogConfig:
+        """Topic-level settings: broker defaults, overridden by the topic's configs."""
+        o = dict(overrides or {})
+
+        def pick(name: str, default: int) -> int:
+            raw = o.get(name)
+            if raw is None:
+                return default
+            try:
+                return int(raw)
+            except ValueError as e:
+                raise ConfigError(f"topic config {name}={raw!r} is not an integer") from e
+
+        flush = o.get("flush.messages")
+        try:
+            return LogConfig(
+                segment_bytes=pick("segment.bytes", self.log_segment_bytes),
+                segment_ms=pick("segment.ms", self.log_segment_ms),
+                retention_bytes=pick("retention.bytes", self.log_retention_bytes),
+                retention_ms=pick("retention.ms", self.log_retention_ms),
+                index_interval_bytes=pick("index.interval.bytes", self.log_index_interval_bytes),
+                max_message_bytes=pick("max.message.bytes", self.message_max_bytes),
+                flush_messages=int(flush) if flush else self.log_flush_interval_messages,
+            )
+        except ValueError as e:
+            raise ConfigError(f"invalid topic config: {e}") from e
+
+    def read_token(self) -> str | None:
+        if self.token_file is None:
+            return None
+        with open(self.token_file, encoding="utf-8") as f:
+            token = f.read().strip()
+        if len(token) < 16:
+            raise ConfigError(f"token.file {self.token_file}: the token is shorter than 16 chars")
+        return token
+
+
+def _field_name(loc: tuple[int | str, ...]) -> str:
+    if not loc:
+        return "(config)"
+    first = loc[0]
+    field = BrokerConfig.model_fields.get(str(first))
+    return field.alias if field is not None and field.alias else str(first)
+
+
+def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -> BrokerConfig:
+    """Read the file, apply ``JBOD_*`` overrides, validate; ConfigError names the setting."""
+    raw: dict[str, str] = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                raw.update(parse_properties(f.read()))
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {path}: {e.strerror}") from e
+    known = {f.alias for f in BrokerConfig.model_fields.values() if f.alias}
+    environ = os.environ if env is None else env
+    for key, value in environ.items():
+        if key.startswith(ENV_PREFIX):
+            name = key[len(ENV_PREFIX) :].lower().replace("_", ".")
+            raw[name] = value
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = ALIASES.get(key, key)
+        if name not in known:
+            raise ConfigError(f"unknown setting {key!r}")
+        values[name] = value
+    for bool_key in ("auth.disabled", "data.auth.required"):
+        if bool_key in values:
+            v = str(values[bool_key]).lower()
+            if v not in ("true", "false"):
+                raise ConfigError(f"{bool_key} must be true or false, got {values[bool_key]!r}")
+            values[bool_key] = v == "true"
+    for key, value in list(values.items()):
+        field = next(f for f in BrokerConfig.model_fields.values() if f.alias == key)
+        if field.annotation in (int, int | None) and isinstance(value, str):
+            try:
+                values[key] = int(value)
+            except ValueError as e:
+                raise ConfigError(f"{key} must be an integer, got {value!r}") from e
+    try:
+        cfg = BrokerConfig.model_validate(values)
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise ConfigError(f"{_field_name(tuple(first['loc']))}: {first['msg']}") from e
+    if cfg.token_file is None and not cfg.auth_disabled:
+        raise ConfigError("token.file is required (or set auth.disabled=true for local use)")
+    if cfg.token_file is not None:
+        try:
+            cfg.read_token()
+        except OSError as e:
+            raise ConfigError(f"token.file {cfg.token_file}: {e.strerror}") from e
+    return cfg

@@ -1,0 +1,116 @@
+"""Requests from the broker to the controller: AlterPartition and log dir failure events.
+
+Both are retried with exponential backoff until the controller acknowledges; the broker keeps
+serving meanwhile (a pending ISR change keeps the *maximal* ISR for the high watermark). A log
+dir failure event is never dropped: KIP-112's controller must learn which replicas went offline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+import aiohttp
+
+from . import wire
+
+log = logging.getLogger(__name__)
+
+ALTER_PARTITION = "/v1/controller/alter-partition"
+LOG_DIR_EVENT = "/v1/controller/log-dir-event"
+
+
+class ControllerChannel:
+    def __init__(
+        self,
+        url: str,
+        *,
+        broker_id: int,
+        token: str | None,
+        on_alter_partition: Callable[[wire.AlterPartitionResult], None],
+        backoff_ms: int = 200,
+        backoff_max_ms: int = 5000,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.broker_id = broker_id
+        self.token = token
+        self.on_alter_partition = on_alter_partition
+        self.backoff_ms = backoff_ms
+        self.backoff_max_ms = backoff_max_ms
+        self._isr: dict[tuple[str, int], wire.AlterPartitionItem] = {}
+        self._events: list[wire.LogDirEvent] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self.sent_events = 0
+
+    def start(self) -> None:
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self._session is not None:
+            await self._session.close()
+
+    def alter_partition(self, item: wire.AlterPartitionItem) -> None:
+        self._isr[(item.topic, item.partition)] = item  # the newest proposal replaces older
+        self._wake.set()
+
+    def log_dir_failed(self, event: wire.LogDirEvent) -> None:
+        self._events.append(event)
+        self._wake.set()
+
+    @property
+    def pending(self) -> int:
+        return len(self._isr) + len(self._events)
+
+    async def _post(self, path: str, body: wire.Model) -> bytes:
+        assert self._session is not None
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        async with self._session.post(
+            self.url + path, data=body.model_dump_json().encode(), headers=headers
+        ) as resp:
+            data = await resp.read()
+            if resp.status >= 400:
+                raise RuntimeError(f"controller answered {resp.status}: {data[:300]!r}")
+            return data
+
+    async def _run(self) -> None:
+        delay = self.backoff_ms
+        while True:
+            if not self._isr and not self._events:
+                self._wake.clear()
+                await self._wake.wait()
+            try:
+                while self._events:
+                    await self._post(LOG_DIR_EVENT, self._events[0])
+                    self._events.pop(0)
+                    self.sent_events += 1
+                if self._isr:
+                    items = list(self._isr.values())
+                    req = wire.AlterPartitionRequest(broker_id=self.broker_id, partitions=items)
+                    data = await self._post(ALTER_PARTITION, req)
+                    resp = wire.AlterPartitionResponse.model_validate_json(data)
+                    for item in items:
+                        if self._isr.get((item.topic, item.partition)) is item:
+                            del self._isr[(item.topic, item.partition)]
+                    for res in resp.partitions:
+                        self.on_alter_partition(res)
+                delay = self.backoff_ms
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning(
+                    "controller request failed; will retry",
+                    extra={"event": "controller_retry", "error": str(e), "delay_ms": delay},
+                )
+                await asyncio.sleep(delay / 1000)
+                delay = min(delay * 2, self.backoff_max_ms)

@@ -1,0 +1,179 @@
+"""Brokers as local processes on loopback: for the demo, the tests and the benchmarks.
+
+In Kubernetes each broker is a pod with one PVC per log dir; here each is a child process with
+one directory per "disk" under a base folder. Same code path otherwise: the same config file
+format, the same token file, the same HTTP API.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def write_token(path: str) -> str:
+    token = secrets.token_hex(24)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+    os.chmod(path, 0o600)
+    return token
+
+
+@dataclass
+class LocalBroker:
+    broker_id: int
+    base_dir: str
+    token_file: str
+    num_dirs: int = 3
+    port: int = field(default_factory=free_port)
+    controller_url: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def home(self) -> str:
+        return os.path.join(self.base_dir, f"broker-{self.broker_id}")
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return [os.path.join(self.home, f"data-{i}") for i in range(self.num_dirs)]
+
+    @property
+    def config_path(self) -> str:
+        return os.path.join(self.home, "server.properties")
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.home, "broker.log")
+
+    def write_config(self) -> None:
+        os.makedirs(self.home, exist_ok=True)
+        props = {
+            "broker.id": str(self.broker_id),
+            "log.dirs": ",".join(self.log_dirs),
+            "listeners": self.url,
+            "token.file": self.token_file,
+            **({"controller.url": self.controller_url} if self.controller_url else {}),
+            **self.settings,
+        }
+        with open(self.config_path, "w", encoding="utf-8") as f:
+            f.writelines(f"{k}={v}\n" for k, v in props.items())
+
+    def start(self, *, wait: bool = True, timeout_s: float = 30) -> None:
+        self.write_config()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JBOD_")}
+        logf = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jbod_broker", "--config", self.config_path],
+            stdout=logf,
+            stderr=logf,
+            env=env,
+        )
+        logf.close()
+        if wait:
+            self.wait_ready(timeout_s)
+
+    def wait_ready(self, timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"broker {self.broker_id} exited with {self.proc.returncode}:\n{self.tail()}"
+                )
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"broker {self.broker_id} not ready in {timeout_s}s:\n{self.tail()}")
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no checkpoint, no clean-shutdown marker."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self, timeout_s: float = 20) -> int | None:
+        """SIGTERM: a graceful shutdown that flushes and checkpoints."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@dataclass
+class LocalCluster:
+    base_dir: str
+    size: int = 3
+    num_dirs: int = 3
+    controller_url: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    brokers: list[LocalBroker] = field(default_factory=list)
+    token: str = ""
+
+    def __post_init__(self) -> None:
+        os.makedirs(self.base_dir, exist_ok=True)
+        token_file = os.path.join(self.base_dir, "token")
+        self.token = write_token(token_file)
+        self.brokers = [
+            LocalBroker(
+                broker_id=i,
+                base_dir=self.base_dir,
+                token_file=token_file,
+                num_dirs=self.num_dirs,
+                controller_url=self.controller_url,
+                settings=dict(self.settings),
+            )
+            for i in range(self.size)
+        ]
+
+    def start(self) -> None:
+        for b in self.brokers:
+            b.start(wait=False)
+        for b in self.brokers:
+            b.wait_ready()
+
+    def stop(self) -> None:
+        for b in self.brokers:
+            b.stop()
+
+    def __getitem__(self, broker_id: int) -> LocalBroker:
+        return self.brokers[broker_id]

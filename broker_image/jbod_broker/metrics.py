@@ -1,0 +1,93 @@
+"""Prometheus metrics of one broker, on a registry of its own (tests run several in a process).
+
+Names follow Kafka's JMX beans where one exists (OfflineLogDirectoryCount, OfflineReplicaCount,
+UnderReplicatedPartitions, IsrShrinks/IsrExpands, BytesIn/BytesOut) in Prometheus style.
+Gauges are read at scrape time from the live objects, so they cannot drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+if TYPE_CHECKING:
+    from .server import Broker
+
+
+class BrokerMetrics:
+    def __init__(self, broker: Broker) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.latency = Histogram(
+            "jbod_request_seconds",
+            "Request latency by route",
+            ["route", "method", "status"],
+            registry=r,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        )
+
+        def gauge(name: str, doc: str, fn: Callable[[], float]) -> None:
+            g = Gauge(name, doc, registry=r)
+            g.set_function(fn)
+
+        def counter_fn(name: str, doc: str, fn: Callable[[], float]) -> None:
+            # Monotonic totals kept by the components; exported as gauges of a counter's value.
+            g = Gauge(name, doc, registry=r)
+            g.set_function(fn)
+
+        rm = broker.replicas
+        lm = broker.logs
+        gauge(
+            "jbod_offline_log_directory_count",
+            "OfflineLogDirectoryCount (KIP-112)",
+            lambda: lm.offline_log_dir_count,
+        )
+        gauge(
+            "jbod_offline_replica_count",
+            "OfflineReplicaCount (KIP-112)",
+            lambda: lm.offline_replica_count,
+        )
+        gauge(
+            "jbod_under_replicated_partitions",
+            "Led partitions whose ISR is smaller than their replica set",
+            lambda: rm.under_replicated,
+        )
+        gauge("jbod_partitions", "Partitions hosted", lambda: len(rm.partitions))
+        gauge(
+            "jbod_leader_partitions",
+            "Partitions led",
+            lambda: sum(1 for p in rm.partitions.values() if p.leader == rm.broker_id),
+        )
+        counter_fn("jbod_bytes_in_total", "Bytes produced to this broker", lambda: rm.bytes_in)
+        counter_fn("jbod_bytes_out_total", "Bytes fetched from this broker", lambda: rm.bytes_out)
+        counter_fn("jbod_isr_shrinks_total", "ISR shrinks", lambda: rm.isr_shrinks)
+        counter_fn("jbod_isr_expands_total", "ISR expands", lambda: rm.isr_expands)
+        counter_fn(
+            "jbod_log_dir_move_bytes_total",
+            "Bytes copied by log-dir moves",
+            lambda: broker.moves.bytes_copied,
+        )
+        gauge(
+            "jbod_log_dir_move_rate_bytes",
+            "Current log-dir move rate (bytes/s)",
+            lambda: broker.moves.current_rate,
+        )
+        gauge(
+            "jbod_log_dir_moves_in_progress",
+            "Log-dir moves queued or running",
+            lambda: broker.moves.in_progress,
+        )
+        gauge(
+            "jbod_controller_requests_pending",
+            "AlterPartition/log dir events not yet acknowledged",
+            lambda: broker.controller.pending if broker.controller else 0,
+        )
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        self.latency.labels(route, method, str(status)).observe(seconds)
+
+    def render(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,92 @@
+"""The server's view of the log-dir move engine: wire types in, wire types out.
+
+The engine (``jbod_broker.move``) is thread-based and knows nothing of HTTP; this adapter owns
+its lifetime inside the broker and translates its descriptions into the API's models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from . import wire
+from .config import BrokerConfig
+from .move.engine import MoveState, ReplicaMoveEngine
+from .storage.log_manager import LogManager, StartupReport
+from .storage.names import TopicPartition
+
+
+class MoveService:
+    def __init__(self, logs: LogManager, config: BrokerConfig) -> None:
+        self.engine = ReplicaMoveEngine(
+            logs,
+            threads=config.move_threads,
+            throttle_rate=config.intra_broker_throttled_rate or None,
+            start=False,
+        )
+
+    def start(self, report: StartupReport | None) -> None:
+        self.engine.start()
+        if report is not None:
+            for tp in self.engine.resume(report.resumable_moves):
+                report.note(f"{tp}: resuming the move to {report.resumable_moves[tp]}")
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()
+
+    def alter(self, tp: TopicPartition, log_dir: str) -> str:
+        """Raises the engine's StorageErrors (bad path, offline dir, replica not here yet)."""
+        return self.engine.alter_replica_log_dir(tp, log_dir).value
+
+    def forget(self, tp: TopicPartition) -> None:
+        """The replica is being stopped or deleted: cancel its move first."""
+        self.engine.cancel(tp)
+
+    def describe(self, tps: Iterable[TopicPartition] | None) -> list[wire.ReplicaLogDirInfo]:
+        return [
+            wire.ReplicaLogDirInfo(
+                topic=i.topic,
+                partition=i.partition,
+                current_log_dir=i.current_dir,
+                future_log_dir=i.future_dir,
+                future_offset_lag=i.future_offset_lag,
+                bytes_copied=i.bytes_copied,
+                bytes_total=i.bytes_total,
+                state=i.state.value if i.state is not None else "None",
+                error=i.error,
+                rate_bytes_per_sec=round(i.rate_bytes_per_sec, 1),
+                eta_seconds=None if i.eta_seconds is None else round(i.eta_seconds, 1),
+            )
+            for i in self.engine.describe(tps)
+        ]
+
+    def set_rate(self, rate: int) -> None:
+        self.engine.set_throttle_rate(rate or None)
+
+    @property
+    def rate(self) -> int:
+        return self.engine.throttle_rate or 0
+
+    def run_deletions(self) -> int:
+        return self.engine.run_deletions()
+
+    @property
+    def bytes_copied(self) -> int:
+        return sum(self.engine.bytes_by_method.values())
+
+    def _running(self) -> list[float]:
+        return [
+            i.rate_bytes_per_sec
+            for i in self.engine.describe()
+            if i.state is not None and not i.state.finished
+        ]
+
+    @property
+    def current_rate(self) -> float:
+        return sum(self._running())
+
+    @property
+    def in_progress(self) -> int:
+        return len(self._running())
+
+
+__all__ = ["MoveService", "MoveState"]

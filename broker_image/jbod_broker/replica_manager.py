@@ -1,0 +1,566 @@
+"""Partitions on this broker as leader or follower: produce, fetch, high watermark, ISR.
+
+Kafka's ``ReplicaManager`` and ``Partition``. Runs on the server's event loop (single-threaded
+state); storage calls are made inline because appends and reads hit the page cache and hold a
+log's lock only briefly. The move engine's threads touch logs, never this state.
+
+Rules kept from Kafka:
+- The leader's high watermark is the smallest log end offset over the *maximal* ISR (the
+  committed ISR plus any member whose addition is in flight), so a pending shrink never lets
+  it run ahead, and it never goes backwards.
+- acks=all is refused before the append when the ISR is below ``min.insync.replicas``
+  (NOT_ENOUGH_REPLICAS) and completes when the high watermark passes the last offset.
+- A follower joins the ISR once its log end reaches the high watermark; it leaves when it has
+  not caught up for ``replica.lag.time.max.ms``. ISR changes go to the controller
+  (AlterPartition) and are applied when it acknowledges; with no controller configured they are
+  applied at once (a standalone broker).
+- Requests carrying an older controller epoch or leader epoch change nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import wire
+from .config import BrokerConfig
+from .errors import (
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    RequestTimedOutError,
+    StaleControllerEpochError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
+from .storage.errors import (
+    FencedLeaderEpochError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
+from .storage.log import AppendInfo, Log, ReadResult
+from .storage.log_manager import LogManager
+from .storage.names import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@dataclass
+class FollowerState:
+    leo: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: int = 0
+
+
+@dataclass
+class Partition:
+    tp: TopicPartition
+    leader: int = -1
+    leader_epoch: int = -1
+    partition_epoch: int = 0
+    isr: list[int] = field(default_factory=list)
+    replicas: list[int] = field(default_factory=list)
+    min_isr: int = 1
+    pending_isr: list[int] | None = None
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+    offline: bool = False
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+    def notify(self) -> None:
+        """Wake long-polling fetches and acks=all producers: data or the HW moved."""
+        waiters, self.waiters = self.waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    async def wait(self, timeout_s: float) -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.append(fut)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(fut, timeout_s)
+
+    @property
+    def maximal_isr(self) -> set[int]:
+        return set(self.isr) | set(self.pending_isr or ())
+
+
+IsrSender = Callable[[wire.AlterPartitionItem], None]
+
+
+class ReplicaManager:
+    def __init__(self, config: BrokerConfig, logs: LogManager) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.logs = logs
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.controller_epoch = -1
+        self.controller_id = -1
+        self.brokers: dict[int, wire.BrokerEndpoint] = {}
+        self.metadata: dict[TopicPartition, wire.PartitionMetadata] = {}
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.send_alter_partition: IsrSender | None = None
+        """Set by the server when a controller URL is configured."""
+        self.on_become_follower: Callable[[TopicPartition, int], None] = lambda tp, leader: None
+        self.on_stop_following: Callable[[TopicPartition], None] = lambda tp: None
+
+    # -- lookups --------------------------------------------------------------------------
+
+    def partition(self, tp: TopicPartition) -> Partition:
+        p = self.partitions.get(tp)
+        if p is None:
+            raise UnknownTopicOrPartitionError(f"{tp} is not hosted on broker {self.broker_id}")
+        return p
+
+    def log_of(self, p: Partition) -> Log:
+        if p.offline:
+            raise KafkaStorageError(f"replica {p.tp} on broker {self.broker_id} is offline")
+        return self.logs.log_or_error(p.tp)
+
+    def leader_partition(self, tp: TopicPartition) -> Partition:
+        p = self.partition(tp)
+        if p.offline:
+            raise KafkaStorageError(
+                f"replica {tp} on broker {self.broker_id} is offline (log dir failure)"
+            )
+        if p.leader != self.broker_id:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.broker_id} is not the leader of {tp} (leader: {p.leader})"
+            )
+        return p
+
+    def check_leader_epoch(self, p: Partition, epoch: int) -> None:
+        if epoch < 0:
+            return
+        if epoch < p.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{p.tp}: leader epoch {epoch} is older than the current {p.leader_epoch}"
+            )
+        if epoch > p.leader_epoch:
+            raise UnknownLeaderEpochError(
+                f"{p.tp}: leader epoch {epoch} is newer than ours ({p.leader_epoch})"
+            )
+
+    @property
+    def under_replicated(self) -> int:
+        return sum(
+            1
+            for p in self.partitions.values()
+            if p.leader == self.broker_id and not p.offline and len(p.isr) < len(p.replicas)
+        )
+
+    # -- controller requests --------------------------------------------------------------
+
+    def check_controller_epoch(self, epoch: int) -> None:
+        if epoch < self.controller_epoch:
+            raise StaleControllerEpochError(
+                f"controller epoch {epoch} is older than {self.controller_epoch}: "
+                "this request comes from a controller that has been replaced"
+            )
+
+    def leader_and_isr(self, req: wire.LeaderAndIsrRequest) -> wire.LeaderAndIsrResponse:
+        self.check_controller_epoch(req.controller_epoch)
+        self.controller_epoch = req.controller_epoch
+        self.controller_id = req.controller_id
+        for ep in req.live_leaders:
+            self.brokers[ep.broker_id] = ep
+        results = []
+        for st in req.partitions:
+            tp = TopicPartition(st.topic, st.partition)
+            try:
+                self._apply_partition_state(tp, st)
+                results.append(wire.PartitionResult(topic=st.topic, partition=st.partition))
+            except StorageError as e:
+                results.append(
+                    wire.PartitionResult(
+                        topic=st.topic, partition=st.partition, error=e.kafka_error, message=str(e)
+                    )
+                )
+        return wire.LeaderAndIsrResponse(partitions=results)
+
+    def _apply_partition_state(self, tp: TopicPartition, st: wire.LeaderAndIsrPartition) -> None:
+        p = self.partitions.get(tp)
+        if p is not None and st.leader_epoch < p.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{tp}: leader epoch {st.leader_epoch} is older than the current {p.leader_epoch}"
+            )
+        if self.broker_id not in st.replicas:
+            raise UnknownTopicOrPartitionError(
+                f"broker {self.broker_id} is not a replica of {tp} (replicas {st.replicas})"
+            )
+        cfg = self.config.log_config(st.configs)
+        # KIP-112: create only when the controller says the replica is new.
+        self.logs.get_or_create_log(tp, is_new=st.is_new_replica, config=cfg)
+        if p is None:
+            p = Partition(tp)
+            self.partitions[tp] = p
+        unchanged = (
+            p.leader_epoch == st.leader_epoch
+            and p.leader == st.leader
+            and p.isr == list(st.isr)
+            and p.replicas == list(st.replicas)
+            and not p.offline
+        )
+        p.offline = False
+        p.replicas = list(st.replicas)
+        p.min_isr = st.min_insync_replicas
+        p.partition_epoch = max(p.partition_epoch, st.partition_epoch)
+        if unchanged:
+            return
+        new_leadership = st.leader_epoch != p.leader_epoch or st.leader != p.leader
+        p.isr = list(st.isr)
+        p.pending_isr = None
+        p.leader_epoch = st.leader_epoch
+        p.leader = st.leader
+        if st.leader == self.broker_id:
+            if new_leadership:
+                self._become_leader(p)
+        elif new_leadership:
+            self._become_follower(p)
+        p.notify()
+
+    def _become_leader(self, p: Partition) -> None:
+        self.on_stop_following(p.tp)
+        t = now_ms()
+        p.followers = {
+            r: FollowerState(last_caught_up_ms=t if r in p.isr else 0)
+            for r in p.replicas
+            if r != self.broker_id
+        }
+        lg = self.logs.log_or_error(p.tp)
+        lg.epochs.assign(p.leader_epoch, lg.log_end_offset)
+        log.info(
+            "became leader",
+            extra={"event": "become_leader", "partition": str(p.tp), "epoch": p.leader_epoch},
+        )
+
+    def _become_follower(self, p: Partition) -> None:
+        p.followers = {}
+        self.on_stop_following(p.tp)
+        if p.leader >= 0:
+            self.on_become_follower(p.tp, p.leader)
+        log.info(
+            "became follower",
+            extra={"event": "become_follower", "partition": str(p.tp), "leader": p.leader},
+        )
+
+    def stop_replica(self, req: wire.StopReplicaRequest) -> wire.StopReplicaResponse:
+        self.check_controller_epoch(req.controller_epoch)
+        self.controller_epoch = req.controller_epoch
+        results = []
+        for sp in req.partitions:
+            tp = TopicPartition(sp.topic, sp.partition)
+            try:
+                p = self.partitions.get(tp)
+                if p is not None and 0 <= sp.leader_epoch < p.leader_epoch:
+                    raise FencedLeaderEpochError(
+                        f"{tp}: leader epoch {sp.leader_epoch} is older than {p.leader_epoch}"
+                    )
+                self.on_stop_following(tp)
+                if p is not None:
+                    self.partitions.pop(tp, None)
+                    p.notify()
+                if sp.delete:
+                    self.logs.delete_log(tp)
+                results.append(wire.PartitionResult(topic=sp.topic, partition=sp.partition))
+            except StorageError as e:
+                results.append(
+                    wire.PartitionResult(
+                        topic=sp.topic, partition=sp.partition, error=e.kafka_error, message=str(e)
+                    )
+                )
+        return wire.StopReplicaResponse(partitions=results)
+
+    def update_metadata(self, req: wire.UpdateMetadataRequest) -> None:
+        self.check_controller_epoch(req.controller_epoch)
+        self.controller_epoch = req.controller_epoch
+        self.controller_id = req.controller_id
+        self.brokers = {b.broker_id: b for b in req.live_brokers}
+        for pm in req.partitions:
+            self.metadata[TopicPartition(pm.topic, pm.partition)] = pm
+
+    def metadata_response(self) -> wire.MetadataResponse:
+        parts = dict(self.metadata)
+        for tp, p in self.partitions.items():
+            if p.leader == self.broker_id and not p.offline:
+                parts[tp] = wire.PartitionMetadata(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    leader=p.leader,
+                    leader_epoch=p.leader_epoch,
+                    isr=list(p.isr),
+                    replicas=list(p.replicas),
+                    offline_replicas=list(parts[tp].offline_replicas) if tp in parts else [],
+                )
+        return wire.MetadataResponse(
+            controller_id=self.controller_id,
+            controller_epoch=self.controller_epoch,
+            brokers=sorted(self.brokers.values(), key=lambda b: b.broker_id),
+            partitions=[parts[k] for k in sorted(parts)],
+        )
+
+    # -- log dir failure ------------------------------------------------------------------
+
+    def replicas_offline(self, tps: list[TopicPartition]) -> None:
+        """KIP-112: act as if StopReplica arrived for replicas on a failed directory."""
+        for tp in tps:
+            self.on_stop_following(tp)
+            p = self.partitions.get(tp)
+            if p is not None:
+                p.offline = True
+                p.notify()
+
+    # -- produce --------------------------------------------------------------------------
+
+    async def produce(
+        self, tp: TopicPartition, data: bytes, acks: int, timeout_ms: int
+    ) -> AppendInfo:
+        p = self.leader_partition(tp)
+        if acks == -1 and len(p.isr) < p.min_isr:
+            raise NotEnoughReplicasError(
+                f"{tp}: the ISR {sorted(p.isr)} has fewer than min.insync.replicas={p.min_isr} "
+                "members"
+            )
+        lg = self.log_of(p)
+        info = lg.append_as_leader(data, p.leader_epoch)
+        self.bytes_in += len(data)
+        self._maybe_advance_hw(p, lg)
+        p.notify()
+        if acks != -1:
+            return info
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            cur = self.partitions.get(tp)
+            if cur is not p or p.leader != self.broker_id or p.offline:
+                raise NotLeaderOrFollowerError(
+                    f"{tp}: leadership moved while waiting for replication of offsets "
+                    f"{info.first_offset}-{info.last_offset}; they may or may not be committed"
+                )
+            if self.logs.log_or_error(tp).high_watermark > info.last_offset:
+                return info
+            if len(p.isr) < p.min_isr:
+                raise NotEnoughReplicasAfterAppendError(
+                    f"{tp}: the ISR shrank to {sorted(p.isr)} below min.insync.replicas="
+                    f"{p.min_isr} after the append"
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RequestTimedOutError(
+                    f"{tp}: offsets {info.first_offset}-{info.last_offset} not replicated to "
+                    f"the ISR {sorted(p.isr)} within {timeout_ms} ms"
+                )
+            await p.wait(min(remaining, 0.5))
+
+    # -- fetch ----------------------------------------------------------------------------
+
+    async def fetch_consumer(
+        self, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int, epoch: int = -1
+    ) -> ReadResult:
+        """Consumers read up to the high watermark; an empty read may long-poll."""
+        p = self.leader_partition(tp)
+        self.check_leader_epoch(p, epoch)
+        deadline = time.monotonic() + max_wait_ms / 1000
+        while True:
+            lg = self.log_of(p)
+            res = lg.read(offset, max_bytes, max_offset=lg.high_watermark)
+            remaining = deadline - time.monotonic()
+            if res.data or remaining <= 0:
+                self.bytes_out += len(res.data)
+                return res
+            await p.wait(remaining)
+            p = self.leader_partition(tp)
+
+    def fetch_for_follower(
+        self, replica_id: int, fp: wire.FetchPartition, throttled: bool
+    ) -> tuple[wire.FetchPartitionHeader, bytes]:
+        tp = TopicPartition(fp.topic, fp.partition)
+        p = self.leader_partition(tp)
+        self.check_leader_epoch(p, fp.current_leader_epoch)
+        if replica_id not in p.replicas or replica_id == self.broker_id:
+            raise NotLeaderOrFollowerError(f"broker {replica_id} is not a follower of {tp}")
+        lg = self.log_of(p)
+        leo = lg.log_end_offset
+        if fp.fetch_offset > leo or fp.fetch_offset < lg.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"{tp}: follower {replica_id} fetch offset {fp.fetch_offset} is outside "
+                f"[{lg.log_start_offset}, {leo}]"
+            )
+        self._update_follower(p, lg, replica_id, fp.fetch_offset, leo)
+        data = b""
+        if not throttled:
+            data = lg.read(fp.fetch_offset, fp.max_bytes).data
+        self.bytes_out += len(data)
+        hdr = wire.FetchPartitionHeader(
+            topic=tp.topic,
+            partition=tp.partition,
+            high_watermark=lg.high_watermark,
+            log_start_offset=lg.log_start_offset,
+            log_end_offset=leo,
+            leader_epoch=p.leader_epoch,
+            records_size=len(data),
+        )
+        return hdr, data
+
+    def has_follower_data(self, fp: wire.FetchPartition) -> bool:
+        lg = self.logs.get_log(TopicPartition(fp.topic, fp.partition))
+        return lg is not None and lg.log_end_offset > fp.fetch_offset
+
+    def partition_for_wait(self, fp: wire.FetchPartition) -> Partition | None:
+        return self.partitions.get(TopicPartition(fp.topic, fp.partition))
+
+    def _update_follower(
+        self, p: Partition, lg: Log, replica_id: int, fetch_offset: int, leader_leo: int
+    ) -> None:
+        st = p.followers.setdefault(replica_id, FollowerState())
+        t = now_ms()
+        # Kafka's rule: caught up now if it asked for the log end; or caught up as of its
+        # previous fetch if it asked for what was the log end then.
+        if fetch_offset >= leader_leo:
+            st.last_caught_up_ms = t
+        elif fetch_offset >= st.last_fetch_leader_leo >= 0:
+            st.last_caught_up_ms = max(st.last_caught_up_ms, st.last_fetch_ms)
+        st.leo = fetch_offset
+        st.last_fetch_leader_leo = leader_leo
+        st.last_fetch_ms = t
+        self._maybe_expand_isr(p, lg, replica_id)
+        if self._maybe_advance_hw(p, lg):
+            p.notify()
+
+    def _maybe_advance_hw(self, p: Partition, lg: Log) -> bool:
+        leos = [lg.log_end_offset]
+        for r in p.maximal_isr:
+            if r == self.broker_id:
+                continue
+            st = p.followers.get(r)
+            leos.append(st.leo if st is not None else -1)
+        new_hw = min(leos)
+        if new_hw > lg.high_watermark:
+            lg.update_high_watermark(new_hw)
+            return True
+        return False
+
+    def _maybe_expand_isr(self, p: Partition, lg: Log, replica_id: int) -> None:
+        if replica_id in p.isr or p.pending_isr is not None:
+            return
+        st = p.followers[replica_id]
+        epoch_start = lg.epochs.end_offset_for(p.leader_epoch - 1, lg.log_end_offset)[1]
+        if st.leo >= lg.high_watermark and st.leo >= max(epoch_start, 0):
+            self._change_isr(p, sorted({*p.isr, replica_id}), expand=True)
+
+    def shrink_isr_pass(self) -> None:
+        """Run periodically: drop followers that have not caught up in time."""
+        t = now_ms()
+        lag = self.config.replica_lag_time_max_ms
+        for p in list(self.partitions.values()):
+            if p.leader != self.broker_id or p.offline or p.pending_isr is not None:
+                continue
+            out = [
+                r
+                for r in p.isr
+                if r != self.broker_id
+                and t - p.followers.get(r, FollowerState()).last_caught_up_ms > lag
+            ]
+            if out:
+                self._change_isr(p, [r for r in p.isr if r not in out], expand=False)
+
+    def _change_isr(self, p: Partition, new_isr: list[int], *, expand: bool) -> None:
+        log.info(
+            "ISR change",
+            extra={
+                "event": "isr_expand" if expand else "isr_shrink",
+                "partition": str(p.tp),
+                "old_isr": p.isr,
+                "new_isr": new_isr,
+            },
+        )
+        if self.send_alter_partition is None:
+            p.isr = new_isr
+            p.partition_epoch += 1
+            self._count_isr_change(expand)
+            lg = self.logs.get_log(p.tp)
+            if lg is not None and self._maybe_advance_hw(p, lg):
+                pass
+            p.notify()
+            return
+        p.pending_isr = new_isr
+        self.send_alter_partition(
+            wire.AlterPartitionItem(
+                topic=p.tp.topic,
+                partition=p.tp.partition,
+                leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch,
+                new_isr=new_isr,
+            )
+        )
+
+    def _count_isr_change(self, expand: bool) -> None:
+        if expand:
+            self.isr_expands += 1
+        else:
+            self.isr_shrinks += 1
+
+    def alter_partition_done(self, res: wire.AlterPartitionResult) -> None:
+        """The controller answered an AlterPartition: apply the committed ISR or drop ours."""
+        tp = TopicPartition(res.topic, res.partition)
+        p = self.partitions.get(tp)
+        if p is None or p.pending_isr is None:
+            return
+        proposed = p.pending_isr
+        p.pending_isr = None
+        if res.error is not None:
+            log.warning(
+                "AlterPartition refused",
+                extra={
+                    "event": "alter_partition_refused",
+                    "partition": str(tp),
+                    "error": res.error,
+                },
+            )
+            return
+        if res.leader_epoch != p.leader_epoch:
+            return
+        expand = len(res.isr) > len(p.isr)
+        p.isr = list(res.isr)
+        p.partition_epoch = res.partition_epoch
+        if p.isr == proposed:
+            self._count_isr_change(expand)
+        lg = self.logs.get_log(tp)
+        if lg is not None:
+            self._maybe_advance_hw(p, lg)
+        p.notify()
+
+    # -- follower side --------------------------------------------------------------------
+
+    def follower_state(self, tp: TopicPartition) -> Partition | None:
+        p = self.partitions.get(tp)
+        if p is None or p.leader == self.broker_id or p.offline:
+            return None
+        return p
+
+    def epoch_end_offset(self, req: wire.EpochEndOffsetRequest) -> wire.EpochEndOffsetResponse:
+        """OffsetsForLeaderEpoch, answered by the leader for a follower about to truncate."""
+        tp = TopicPartition(req.topic, req.partition)
+        try:
+            p = self.leader_partition(tp)
+            self.check_leader_epoch(p, req.current_leader_epoch)
+            lg = self.log_of(p)
+            epoch, end = lg.epochs.end_offset_for(req.leader_epoch, lg.log_end_offset)
+            return wire.EpochEndOffsetResponse(
+                topic=req.topic, partition=req.partition, leader_epoch=epoch, end_offset=end
+            )
+        except StorageError as e:
+            return wire.EpochEndOffsetResponse(
+                topic=req.topic, partition=req.partition, error=e.kafka_error
+            )

@@ -1,0 +1,630 @@
+"""The broker's HTTP server (aiohttp): routes, auth, error mapping, background duties.
+
+Layout of the API (all JSON bodies are ``jbod_broker.wire`` models):
+
+    GET  /healthz /readyz /metrics                      open
+    POST /v1/admin/...         log dirs, moves, configs  bearer token
+    POST /v1/controller/...    LeaderAndIsr, StopReplica, UpdateMetadata   bearer token
+    POST /v1/replica/...       follower fetch, epoch end offsets           bearer token
+    *    /v1/data/...          produce, fetch, list offsets, metadata      token if configured
+    GET  /openapi.json         the JSON API, generated from the wire models
+
+Every error is a 4xx/5xx with ``{"error": <Kafka error name>, "message": <reason>}`` and changes
+nothing: models validate before any handler runs; a storage error names the directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from . import wire
+from .client import encode_fetch_response
+from .config import BrokerConfig
+from .controller_channel import ControllerChannel
+from .errors import AuthError, PayloadTooLargeError, http_status
+from .fetcher import FetcherManager
+from .metrics import BrokerMetrics
+from .moves import MoveService
+from .replica_manager import ReplicaManager
+from .storage.errors import InvalidRequestError, StorageError
+from .storage.log_manager import LogManager, StartupReport
+from .storage.names import TopicPartition, validate_partition, validate_topic
+from .storage.records import iter_batches
+from .throttle import AsyncThrottle
+
+log = logging.getLogger(__name__)
+M = TypeVar("M", bound=wire.Model)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+BROKER: web.AppKey[Broker] = web.AppKey("broker")
+
+
+class Broker:
+    """Everything one broker process owns, wired together; the aiohttp app drives it."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.token = config.read_token()
+        self.logs = LogManager(
+            config.log_dirs,
+            broker_id=config.broker_id,
+            default_config=config.log_config(),
+        )
+        self.replicas = ReplicaManager(config, self.logs)
+        self.fetchers = FetcherManager(self.replicas, self.token)
+        self.moves = MoveService(self.logs, config)
+        self.metrics = BrokerMetrics(self)
+        self.controller: ControllerChannel | None = None
+        self.startup_report: StartupReport | None = None
+        self.ready = False
+        self.halted: str | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.leader_throttle_replicas: set[TopicPartition] = set()
+        self.leader_throttle = AsyncThrottle(config.leader_replication_throttled_rate)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.logs.on_no_live_dirs(self._halt)
+        self.logs.add_offline_listener(self._dir_offline)
+        self.startup_report = await self._loop.run_in_executor(None, self.logs.startup)
+        if self.config.controller_url:
+            self.controller = ControllerChannel(
+                self.config.controller_url,
+                broker_id=self.config.broker_id,
+                token=self.token,
+                on_alter_partition=self.replicas.alter_partition_done,
+                backoff_ms=self.config.controller_retry_backoff_ms,
+                backoff_max_ms=self.config.controller_retry_backoff_max_ms,
+            )
+            self.controller.start()
+            self.replicas.send_alter_partition = self.controller.alter_partition
+            for d, reason in self.logs.offline_dirs().items():
+                self.controller.log_dir_failed(
+                    wire.LogDirEvent(
+                        broker=self.config.broker_id, log_dir=d, reason=reason, offline_replicas=[]
+                    )
+                )
+        self.moves.start(self.startup_report)
+        c = self.config
+        self._every(max(c.replica_lag_time_max_ms // 2, 50), self.replicas.shrink_isr_pass)
+        self._every(c.log_flush_interval_ms, self._blocking(self.logs.flush_all))
+        self._every(c.checkpoint_interval_ms, self._blocking(self.logs.checkpoint))
+        self._every(c.log_retention_check_interval_ms, self._blocking(self.logs.cleanup))
+        self._every(1000, self._blocking(self.moves.run_deletions))
+        self.ready = True
+        log.info("broker started", extra={"event": "broker_started", "broker": c.broker_id})
+
+    def _blocking(self, fn: Callable[[], object]) -> Callable[[], Awaitable[object]]:
+        async def run() -> object:
+            assert self._loop is not None
+            return await self._loop.run_in_executor(None, fn)
+
+        return run
+
+    def _every(self, interval_ms: int, fn: Callable[[], object]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    res = fn()
+                    if asyncio.iscoroutine(res):
+                        await res
+                except Exception:
+                    log.exception(
+                        "periodic task failed", extra={"task": getattr(fn, "__name__", "")}
+                    )
+
+        self._tasks.append(asyncio.get_running_loop().create_task(loop()))
+
+    async def stop(self) -> None:
+        """Graceful shutdown: stop fetching and moving, flush, checkpoint, mark clean."""
+        self.ready = False
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.fetchers.close()
+        assert self._loop is not None
+        await self._loop.run_in_executor(None, self.moves.shutdown)
+        if self.controller is not None:
+            await self.controller.close()
+        await self._loop.run_in_executor(None, self.logs.shutdown)
+        log.info("broker stopped", extra={"event": "broker_stopped"})
+
+    def _halt(self, reason: str) -> None:
+        """KIP-112: a broker with no live log directory stops."""
+        self.halted = reason
+        self.ready = False
+        log.critical("no live log directory; stopping", extra={"event": "halt", "reason": reason})
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(lambda: os.kill(os.getpid(), signal.SIGTERM))
+
+    def _dir_offline(self, d: str, reason: str, tps: list[TopicPartition]) -> None:
+        def on_loop() -> None:
+            self.replicas.replicas_offline(tps)
+            if self.controller is not None:
+                self.controller.log_dir_failed(
+                    wire.LogDirEvent(
+                        broker=self.config.broker_id,
+                        log_dir=d,
+                        reason=reason,
+                        offline_replicas=[
+                            wire.ReplicaRef(topic=tp.topic, partition=tp.partition) for tp in tps
+                        ],
+                    )
+                )
+
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(on_loop)
+
+
+# -- request plumbing ---------------------------------------------------------------------
+
+
+def error_response(err: StorageError) -> web.Response:
+    return web.json_response(
+        {"error": err.kafka_error, "message": str(err)}, status=http_status(err)
+    )
+
+
+async def parse(request: web.Request, model: type[M]) -> M:
+    if request.content_type != "application/json":
+        raise InvalidRequestError(
+            f"expected Content-Type application/json, got {request.content_type!r}"
+        )
+    raw = await request.read()
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "(body)"
+        raise InvalidRequestError(
+            f"invalid {model.__name__}: {where}: {first['msg']} ({e.error_count()} error(s))"
+        ) from e
+
+
+def respond(model: wire.Model) -> web.Response:
+    return web.Response(body=model.model_dump_json(), content_type="application/json")
+
+
+def query_int(
+    request: web.Request, name: str, default: int | None = None, *, lo: int = 0, hi: int = 2**63 - 1
+) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        if default is None:
+            raise InvalidRequestError(f"query parameter {name!r} is required")
+        return default
+    try:
+        v = int(raw)
+    except ValueError as e:
+        raise InvalidRequestError(f"query parameter {name}={raw!r} is not an integer") from e
+    if not lo <= v <= hi:
+        raise InvalidRequestError(f"query parameter {name}={v} is outside [{lo}, {hi}]")
+    return v
+
+
+def query_tp(request: web.Request) -> TopicPartition:
+    topic = request.query.get("topic")
+    if topic is None:
+        raise InvalidRequestError("query parameter 'topic' is required")
+    validate_topic(topic)
+    partition = query_int(request, "partition", lo=0, hi=2**31 - 1)
+    validate_partition(partition)
+    return TopicPartition(topic, partition)
+
+
+OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json")
+
+
+@web.middleware
+async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    broker = request.app[BROKER]
+    started = time.perf_counter()
+    route = (
+        request.match_info.route.resource.canonical if request.match_info.route.resource else "?"
+    )
+    try:
+        if request.path not in OPEN_PATHS:
+            needs = not request.path.startswith("/v1/data/") or broker.config.data_auth_required
+            if needs and broker.token is not None:
+                header = request.headers.get("Authorization", "")
+                given = header[7:] if header.startswith("Bearer ") else ""
+                if not given or not hmac.compare_digest(given, broker.token):
+                    raise AuthError("missing or wrong bearer token")
+        resp = await handler(request)
+    except StorageError as e:
+        resp = error_response(e)
+    except web.HTTPRequestEntityTooLarge:
+        resp = error_response(
+            PayloadTooLargeError(
+                f"request body larger than socket.request.max.bytes="
+                f"{broker.config.socket_request_max_bytes}"
+            )
+        )
+    except web.HTTPException as e:
+        resp = web.json_response(
+            {"error": "INVALID_REQUEST", "message": e.reason or str(e)}, status=e.status
+        )
+    broker.metrics.observe(route, request.method, resp.status, time.perf_counter() - started)
+    return resp
+
+
+# -- handlers -----------------------------------------------------------------------------
+
+
+async def healthz(request: web.Request) -> web.Response:
+    b = request.app[BROKER]
+    if b.halted:
+        return web.json_response({"status": "halted", "reason": b.halted}, status=503)
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    b = request.app[BROKER]
+    if not b.ready:
+        return web.json_response({"status": "not ready", "reason": b.halted}, status=503)
+    return web.json_response({"status": "ready", "offline_log_dirs": sorted(b.logs.offline_dirs())})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body, ctype = request.app[BROKER].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": ctype})
+
+
+async def describe_log_dirs(request: web.Request) -> web.Response:
+    b = request.app[BROKER]
+    req = await parse(request, wire.DescribeLogDirsRequest)
+    infos = b.logs.describe_log_dirs(topics=req.topics, dirs=req.log_dirs)
+    return respond(
+        wire.DescribeLogDirsResponse(
+            broker_id=b.config.broker_id,
+            log_dirs=[
+                wire.LogDirDescription(
+                    path=i.path,
+                    is_live=i.is_live,
+                    error=i.error,
+                    total_bytes=i.total_bytes,
+                    usable_bytes=i.usable_bytes,
+                    cordoned=i.cordoned,
+                    partitions=[
+                        wire.ReplicaDescription(
+                            topic=r.topic,
+                            partition=r.partition,
+                            size=r.size,
+                            offset_lag=r.offset_lag,
+                            is_future=r.is_future,
+                            log_end_offset=r.log_end_offset,
+                        )
+                        for r in i.replicas
+                    ],
+                )
+                for i in infos
+            ],
+        )
+    )
+
+
+async def alter_replica_log_dirs(request: web.Request) -> web.Response:
+    b = request.app[BROKER]
+    req = await parse(request, wire.AlterReplicaLogDirsRequest)
+    results = []
+    for item in req.partitions:
+        tp = TopicPartition(item.topic, item.partition)
+        try:
+            b.moves.alter(tp, item.log_dir)
+            results.append(wire.PartitionResult(topic=item.topic, partition=item.partition))
+        except StorageError as e:
+            results.append(
+                wire.PartitionResult(
+                    topic=item.topic,
+                    partition=item.partition,
+                    error=e.kafka_error,
+                    message=str(e),
+                )
+            )
+    return respond(wire.AlterReplicaLogDirsResponse(partitions=results))
+
+
+async def describe_replica_log_dirs(request: web.Request) -> web.Response:
+    b = request.app[BROKER]
+    req = await parse(request, wire.DescribeReplicaLogDirsRequest)
+    tps = (
+        None
+        if req.partitions is None
+        else [TopicPartition(r.topic, r.partition) for r in req.partitions]
+    )
+    return respond(wire.DescribeReplicaLogDirsResponse(partitions=b.moves.describe(tps)))
+
+
+async def cordon_log_dir(request: web.Request) -> web.Response:
+    b = request.app[BROKER]
+    req = await parse(request, wire.CordonLogDirRequest)
+    b.logs.set_cordoned(req.log_dir, req.cordoned)
+    return web.json_response({"log_dir": req.log_dir, "cordoned": req.cordoned})
+
+
+def current_configs(b: Broker) -> wire.ThrottleConfig:
+    def refs(tps: set[TopicPartition]) -> list[wire.ReplicaRef]:
+        return [wire.ReplicaRef(topic=t.topic, partition=t.partition) for t in sorted(tps)]
+
+    return wire.ThrottleConfig(
+        intra_broker_throttled_rate=b.moves.rate,
+        leader_replication_throttled_rate=b.leader_throttle.rate,
+        follower_replication_throttled_rate=b.fetchers.throttle.rate,
+        leader_replication_throttled_replicas=refs(b.leader_throttle_replicas),
+        follower_replication_throttled_replicas=refs(b.fetchers.throttled_replicas),
+    )
+
+
+async def configs(request: web.Request) -> web.Response:
+    b = request.app[BROKER]
+    if request.method == "POST":
+        req = await parse(request, wire.ThrottleConfig)
+        if req.intra_broker_throttled_rate is not None:
+            b.moves.set_rate(req.intra_broker_throttled_rate)
+        if req.leader_replication_throttled_rate is not None:
+            b.leader_throttle.set_rate(req.leader_replication_throttled_rate)
+        if req.follower_replication_throttled_rate is not None:
+            b.fetchers.throttle.set_rate(req.follower_replication_throttled_rate)
+        if req.leader_replication_throttled_replicas is not None:
+            b.leader_throttle_replicas = {
+                TopicPartition(r.topic, r.partition)
+                for r in req.leader_replication_throttled_replicas
+            }
+        if req.follower_replication_throttled_replicas is not None:
+            b.fetchers.throttled_replicas = {
+                TopicPartition(r.topic, r.partition)
+                for r in req.follower_replication_throttled_replicas
+            }
+    return respond(current_configs(b))
+
+
+async def leader_and_isr(request: web.Request) -> web.Response:
+    b = request.app[BROKER]
+    req = await parse(request, wire.LeaderAndIsrRequest)
+    return respond(b.replicas.leader_and_isr(req))
+
+
+async def stop_replica(request: web.Request) -> web.Response:
+    b = request.app[BROKER]
+    req = await parse(request, wire.StopReplicaRequest)
+    b.replicas.check_controller_epoch(req.controller_epoch)
+    loop = asyncio.get_running_loop()
+    for sp in req.partitions:
+        if sp.delete:  # a move of a replica being deleted is cancelled first
+            await loop.run_in_executor(None, b.moves.forget, TopicPartition(sp.topic, sp.partition))
+    return respond(b.replicas.stop_replica(req))
+
+
+async def update_metadata(request: web.Request) -> web.Response:
+    b = request.app[BROKER]
+    req = await parse(request, wire.UpdateMetadataRequest)
+    b.replicas.update_metadata(req)
+    return web.json_response({"controller_epoch": b.replicas.controller_epoch})
+
+
+async def produce(request: web.Request) -> web.StreamResponse:
+    b = request.app[BROKER]
+    tp = query_tp(request)
+    acks = query_int(request, "acks", -1, lo=-1, hi=1)
+    timeout_ms = query_int(request, "timeout_ms", b.config.request_timeout_ms, lo=0, hi=600_000)
+    data = await request.read()
+    info = await b.replicas.produce(tp, data, acks, timeout_ms)
+    if acks == 0:
+        return web.Response(status=204)
+    return respond(
+        wire.ProduceResponse(
+            topic=tp.topic,
+            partition=tp.partition,
+            base_offset=info.first_offset,
+            last_offset=info.last_offset,
+            log_start_offset=info.log_start_offset,
+        )
+    )
+
+
+async def fetch(request: web.Request) -> web.Response:
+    b = request.app[BROKER]
+    tp = query_tp(request)
+    offset = query_int(request, "offset")
+    max_bytes = query_int(request, "max_bytes", 1 << 20, lo=0, hi=64 << 20)
+    max_wait = query_int(request, "max_wait_ms", 0, lo=0, hi=60_000)
+    epoch = query_int(request, "leader_epoch", -1, lo=-1, hi=2**31 - 1)
+    res = await b.replicas.fetch_consumer(tp, offset, max_bytes, max_wait, epoch)
+    return web.Response(
+        body=res.data,
+        content_type="application/octet-stream",
+        headers={
+            "X-High-Watermark": str(res.high_watermark),
+            "X-Log-Start-Offset": str(res.log_start_offset),
+            "X-Log-End-Offset": str(res.log_end_offset),
+        },
+    )
+
+
+async def list_offsets(request: web.Request) -> web.Response:
+    b = request.app[BROKER]
+    tp = query_tp(request)
+    spec = request.query.get("timestamp", "latest")
+    if spec not in ("earliest", "latest"):
+        raise InvalidRequestError("timestamp must be 'earliest' or 'latest'")
+    p = b.replicas.leader_partition(tp)
+    lg = b.replicas.log_of(p)
+    off = lg.log_start_offset if spec == "earliest" else lg.high_watermark
+    return respond(
+        wire.ListOffsetsResponse(
+            topic=tp.topic, partition=tp.partition, offset=off, leader_epoch=p.leader_epoch
+        )
+    )
+
+
+async def metadata(request: web.Request) -> web.Response:
+    return respond(request.app[BROKER].replicas.metadata_response())
+
+
+async def replica_fetch(request: web.Request) -> web.Response:
+    b = request.app[BROKER]
+    req = await parse(request, wire.ReplicaFetchRequest)
+    deadline = time.monotonic() + req.max_wait_ms / 1000
+    while True:
+        parts: list[tuple[wire.FetchPartitionHeader, bytes]] = []
+        total = 0
+        for fp in req.partitions:
+            tp = TopicPartition(fp.topic, fp.partition)
+            throttled = (
+                tp in b.leader_throttle_replicas
+                and b.leader_throttle.exceeded()
+                and not _in_isr(b, tp, req.replica_id)
+            )
+            try:
+                hdr, data = b.replicas.fetch_for_follower(req.replica_id, fp, throttled)
+            except StorageError as e:
+                lg = b.logs.get_log(tp)
+                hdr = wire.FetchPartitionHeader(
+                    topic=fp.topic,
+                    partition=fp.partition,
+                    error=e.kafka_error,
+                    message=str(e),
+                    log_start_offset=lg.log_start_offset if lg else -1,
+                    log_end_offset=lg.log_end_offset if lg else -1,
+                )
+                data = b""
+            if tp in b.leader_throttle_replicas and data:
+                b.leader_throttle.record(len(data))
+            parts.append((hdr, data))
+            total += len(data)
+            if total >= req.max_bytes:
+                break
+        remaining = deadline - time.monotonic()
+        if total >= req.min_bytes or remaining <= 0 or any(h.error for h, _ in parts):
+            return web.Response(
+                body=encode_fetch_response(parts), content_type="application/octet-stream"
+            )
+        waits = [b.replicas.partition_for_wait(fp) for fp in req.partitions]
+        futs = [asyncio.ensure_future(p.wait(remaining)) for p in waits if p is not None]
+        if not futs:
+            await asyncio.sleep(remaining)
+            continue
+        _, pending = await asyncio.wait(futs, return_when=asyncio.FIRST_COMPLETED)
+        for f in pending:
+            f.cancel()
+
+
+def _in_isr(b: Broker, tp: TopicPartition, replica_id: int) -> bool:
+    p = b.replicas.partitions.get(tp)
+    return p is not None and replica_id in p.isr
+
+
+async def epoch_end_offsets(request: web.Request) -> web.Response:
+    b = request.app[BROKER]
+    raw = await request.read()
+    try:
+        items = json.loads(raw)
+        if not isinstance(items, list) or len(items) > wire.MAX_LIST:
+            raise ValueError("expected a JSON list")
+        reqs = [wire.EpochEndOffsetRequest.model_validate(x) for x in items]
+    except (ValueError, ValidationError) as e:
+        raise InvalidRequestError(f"invalid epoch-end-offsets request: {e}") from e
+    out = [b.replicas.epoch_end_offset(r).model_dump() for r in reqs]
+    return web.json_response(out)
+
+
+JSON_ROUTES: list[tuple[str, type[wire.Model], Handler]] = [
+    ("/v1/admin/describe-log-dirs", wire.DescribeLogDirsRequest, describe_log_dirs),
+    ("/v1/admin/alter-replica-log-dirs", wire.AlterReplicaLogDirsRequest, alter_replica_log_dirs),
+    (
+        "/v1/admin/describe-replica-log-dirs",
+        wire.DescribeReplicaLogDirsRequest,
+        describe_replica_log_dirs,
+    ),
+    ("/v1/admin/cordon-log-dir", wire.CordonLogDirRequest, cordon_log_dir),
+    ("/v1/admin/configs", wire.ThrottleConfig, configs),
+    ("/v1/controller/leader-and-isr", wire.LeaderAndIsrRequest, leader_and_isr),
+    ("/v1/controller/stop-replica", wire.StopReplicaRequest, stop_replica),
+    ("/v1/controller/update-metadata", wire.UpdateMetadataRequest, update_metadata),
+    ("/v1/replica/fetch", wire.ReplicaFetchRequest, replica_fetch),
+]
+
+
+def openapi() -> dict[str, Any]:
+    """The JSON API as OpenAPI 3.1, generated from the wire models (used by the fuzz test)."""
+    paths: dict[str, Any] = {}
+    schemas: dict[str, Any] = {}
+    for path, model, _ in JSON_ROUTES:
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(schema.pop("$defs", {}))
+        schemas[model.__name__] = schema
+        paths[path] = {
+            "post": {
+                "operationId": path.rsplit("/", 1)[-1].replace("-", "_"),
+                "security": [{"bearer": []}],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {"$ref": f"#/components/schemas/{model.__name__}"}
+                        }
+                    },
+                },
+                "responses": {"200": {"description": "ok"}, "4XX": {"description": "refused"}},
+            }
+        }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "jbod broker", "version": "v1"},
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+async def openapi_handler(request: web.Request) -> web.Response:
+    return web.json_response(openapi())
+
+
+def make_app(broker: Broker) -> web.Application:
+    app = web.Application(
+        middlewares=[middleware], client_max_size=broker.config.socket_request_max_bytes
+    )
+    app[BROKER] = broker
+    r = app.router
+    r.add_get("/healthz", healthz)
+    r.add_get("/readyz", readyz)
+    r.add_get("/metrics", metrics)
+    r.add_get("/openapi.json", openapi_handler)
+    for path, _model, handler in JSON_ROUTES:
+        r.add_post(path, handler)
+    r.add_get("/v1/admin/configs", configs)
+    r.add_post("/v1/replica/epoch-end-offsets", epoch_end_offsets)
+    r.add_post("/v1/data/produce", produce)
+    r.add_get("/v1/data/fetch", fetch)
+    r.add_get("/v1/data/list-offsets", list_offsets)
+    r.add_get("/v1/data/metadata", metadata)
+
+    async def lifecycle(app: web.Application) -> Any:
+        await broker.start()
+        yield
+        await broker.stop()
+
+    app.cleanup_ctx.append(lifecycle)
+    return app
+
+
+def count_records(data: bytes) -> int:
+    return sum(h.records_count for _, h in iter_batches(data))

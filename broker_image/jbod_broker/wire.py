@@ -1,0 +1,315 @@
+"""Wire types of the broker's HTTP API: the single source for the server, the typed client and
+the operator. Field names follow Kafka's request schemas in snake_case.
+
+Admin and controller bodies are JSON described here; the data path (produce, fetch) carries
+RecordBatch v2 bytes, not JSON-wrapped records. Every model forbids unknown fields and bounds
+its numbers, so a malformed request is refused with a 400 that names the field before it
+reaches any state.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Topic = Annotated[
+    str, StringConstraints(min_length=1, max_length=249, pattern=r"^[a-zA-Z0-9._-]+$")
+]
+PartitionId = Annotated[int, Field(ge=0, le=2**31 - 1)]
+BrokerId = Annotated[int, Field(ge=0, le=2**31 - 1)]
+Epoch = Annotated[int, Field(ge=-1, le=2**31 - 1)]
+Offset = Annotated[int, Field(ge=-2, le=2**63 - 1)]
+LogDirPath = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+MAX_LIST = 100_000
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ErrorBody(Model):
+    error: str
+    message: str
+
+
+# -- log dirs (KIP-113) ---------------------------------------------------------------------
+
+
+class DescribeLogDirsRequest(Model):
+    topics: list[Topic] | None = Field(default=None, max_length=MAX_LIST)
+    log_dirs: list[LogDirPath] | None = Field(default=None, max_length=1000)
+
+
+class ReplicaDescription(Model):
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool
+    log_end_offset: int
+
+
+class LogDirDescription(Model):
+    path: str
+    is_live: bool
+    error: str | None
+    total_bytes: int
+    usable_bytes: int
+    cordoned: bool
+    partitions: list[ReplicaDescription]
+
+
+class DescribeLogDirsResponse(Model):
+    broker_id: int
+    log_dirs: list[LogDirDescription]
+
+
+class AlterReplicaLogDir(Model):
+    topic: Topic
+    partition: PartitionId
+    log_dir: LogDirPath
+    """An absolute path of one of the broker's log dirs, or "any" to cancel a move."""
+
+
+class AlterReplicaLogDirsRequest(Model):
+    partitions: list[AlterReplicaLogDir] = Field(min_length=1, max_length=MAX_LIST)
+
+
+class PartitionResult(Model):
+    topic: str
+    partition: int
+    error: str | None = None
+    message: str | None = None
+
+
+class AlterReplicaLogDirsResponse(Model):
+    partitions: list[PartitionResult]
+
+
+class ReplicaRef(Model):
+    topic: Topic
+    partition: PartitionId
+
+
+class DescribeReplicaLogDirsRequest(Model):
+    partitions: list[ReplicaRef] | None = Field(default=None, max_length=MAX_LIST)
+
+
+class ReplicaLogDirInfo(Model):
+    topic: str
+    partition: int
+    current_log_dir: str | None
+    future_log_dir: str | None
+    future_offset_lag: int
+    bytes_copied: int
+    bytes_total: int
+    state: str
+    error: str | None = None
+    rate_bytes_per_sec: float = 0.0
+    eta_seconds: float | None = None
+
+
+class DescribeReplicaLogDirsResponse(Model):
+    partitions: list[ReplicaLogDirInfo]
+
+
+class CordonLogDirRequest(Model):
+    log_dir: LogDirPath
+    cordoned: bool
+
+
+# -- controller to broker -------------------------------------------------------------------
+
+
+class LeaderAndIsrPartition(Model):
+    topic: Topic
+    partition: PartitionId
+    leader: Annotated[int, Field(ge=-1, le=2**31 - 1)]
+    leader_epoch: Annotated[int, Field(ge=0, le=2**31 - 1)]
+    isr: list[BrokerId] = Field(max_length=1000)
+    partition_epoch: Annotated[int, Field(ge=0, le=2**31 - 1)] = 0
+    replicas: list[BrokerId] = Field(min_length=1, max_length=1000)
+    is_new_replica: bool = False
+    min_insync_replicas: Annotated[int, Field(ge=1, le=1000)] = 1
+    configs: dict[str, str] = Field(default_factory=dict, max_length=100)
+
+
+class BrokerEndpoint(Model):
+    broker_id: BrokerId
+    url: Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+    rack: str | None = None
+
+
+class LeaderAndIsrRequest(Model):
+    controller_id: Annotated[int, Field(ge=-1)]
+    controller_epoch: Annotated[int, Field(ge=0, le=2**31 - 1)]
+    partitions: list[LeaderAndIsrPartition] = Field(max_length=MAX_LIST)
+    live_leaders: list[BrokerEndpoint] = Field(default_factory=list, max_length=10_000)
+
+
+class LeaderAndIsrResponse(Model):
+    partitions: list[PartitionResult]
+
+
+class StopReplicaPartition(Model):
+    topic: Topic
+    partition: PartitionId
+    leader_epoch: Epoch = -1
+    delete: bool = False
+
+
+class StopReplicaRequest(Model):
+    controller_id: Annotated[int, Field(ge=-1)]
+    controller_epoch: Annotated[int, Field(ge=0, le=2**31 - 1)]
+    partitions: list[StopReplicaPartition] = Field(max_length=MAX_LIST)
+
+
+class StopReplicaResponse(Model):
+    partitions: list[PartitionResult]
+
+
+class PartitionMetadata(Model):
+    topic: Topic
+    partition: PartitionId
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    replicas: list[int]
+    offline_replicas: list[int] = Field(default_factory=list)
+
+
+class UpdateMetadataRequest(Model):
+    controller_id: Annotated[int, Field(ge=-1)]
+    controller_epoch: Annotated[int, Field(ge=0, le=2**31 - 1)]
+    live_brokers: list[BrokerEndpoint] = Field(max_length=10_000)
+    partitions: list[PartitionMetadata] = Field(default_factory=list, max_length=MAX_LIST)
+
+
+class MetadataResponse(Model):
+    controller_id: int
+    controller_epoch: int
+    brokers: list[BrokerEndpoint]
+    partitions: list[PartitionMetadata]
+
+
+class ThrottleConfig(Model):
+    """Dynamic broker configs, as kafka-reassign-partitions --throttle sets them."""
+
+    intra_broker_throttled_rate: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None
+    leader_replication_throttled_rate: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None
+    follower_replication_throttled_rate: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None
+    leader_replication_throttled_replicas: list[ReplicaRef] | None = None
+    follower_replication_throttled_replicas: list[ReplicaRef] | None = None
+
+
+# -- broker to controller -------------------------------------------------------------------
+
+
+class AlterPartitionItem(Model):
+    topic: Topic
+    partition: PartitionId
+    leader_epoch: Epoch
+    partition_epoch: Annotated[int, Field(ge=0)]
+    new_isr: list[BrokerId]
+
+
+class AlterPartitionRequest(Model):
+    broker_id: BrokerId
+    partitions: list[AlterPartitionItem] = Field(max_length=MAX_LIST)
+
+
+class AlterPartitionResult(Model):
+    topic: str
+    partition: int
+    error: str | None = None
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: list[int] = Field(default_factory=list)
+    partition_epoch: int = -1
+
+
+class AlterPartitionResponse(Model):
+    partitions: list[AlterPartitionResult]
+
+
+class LogDirEventKind(int, Enum):
+    LOG_DIR_FAILURE = 1
+
+
+class LogDirEvent(Model):
+    """KIP-112's notification, sent to the controller instead of a ZooKeeper znode."""
+
+    version: Literal[1] = 1
+    broker: BrokerId
+    event: Literal[1] = 1
+    log_dir: str
+    reason: str
+    offline_replicas: list[ReplicaRef]
+
+
+# -- data path ------------------------------------------------------------------------------
+
+
+class ProduceResponse(Model):
+    topic: str
+    partition: int
+    base_offset: int
+    last_offset: int
+    log_start_offset: int
+    log_append_time: int = -1
+
+
+class FetchPartition(Model):
+    topic: Topic
+    partition: PartitionId
+    fetch_offset: Annotated[int, Field(ge=0, le=2**63 - 1)]
+    current_leader_epoch: Epoch = -1
+    max_bytes: Annotated[int, Field(ge=0, le=64 * 1024 * 1024)] = 1024 * 1024
+
+
+class ReplicaFetchRequest(Model):
+    """A follower's fetch of several partitions, answered in one framed body."""
+
+    replica_id: BrokerId
+    max_wait_ms: Annotated[int, Field(ge=0, le=60_000)] = 500
+    min_bytes: Annotated[int, Field(ge=0)] = 1
+    max_bytes: Annotated[int, Field(ge=0, le=256 * 1024 * 1024)] = 16 * 1024 * 1024
+    partitions: list[FetchPartition] = Field(max_length=MAX_LIST)
+
+
+class FetchPartitionHeader(Model):
+    """The JSON header before each partition's record bytes in a replica fetch response."""
+
+    topic: str
+    partition: int
+    error: str | None = None
+    message: str | None = None
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    leader_epoch: int = -1
+    records_size: int = 0
+
+
+class EpochEndOffsetRequest(Model):
+    topic: Topic
+    partition: PartitionId
+    current_leader_epoch: Epoch = -1
+    leader_epoch: Epoch
+
+
+class EpochEndOffsetResponse(Model):
+    topic: str
+    partition: int
+    error: str | None = None
+    leader_epoch: int = -1
+    end_offset: int = -1
+
+
+class ListOffsetsResponse(Model):
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int

@@ -1,0 +1,253 @@
+"""The test acting as Kafka's controller, for broker-level tests (issue 4).
+
+The real controller is the operator (later issues). This one keeps partition state in memory,
+answers the brokers' AlterPartition and log dir events over HTTP (validating epochs like the
+real one must), and drives LeaderAndIsr / UpdateMetadata / StopReplica from test code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from jbod_broker import wire
+from jbod_broker.client import BrokerClient
+from jbod_broker.local import LocalCluster, free_port
+from jbod_broker.storage.names import TopicPartition
+
+
+@dataclass
+class PState:
+    replicas: list[int]
+    leader: int
+    leader_epoch: int = 0
+    isr: list[int] = field(default_factory=list)
+    partition_epoch: int = 0
+    min_isr: int = 1
+    configs: dict[str, str] = field(default_factory=dict)
+    created: set[int] = field(default_factory=set)
+    offline: set[int] = field(default_factory=set)
+
+
+class ControllerStub:
+    def __init__(self, cluster: LocalCluster | None = None, controller_epoch: int = 1) -> None:
+        self.cluster = cluster
+        self.port = free_port()
+        self.epoch = controller_epoch
+        self.state: dict[TopicPartition, PState] = {}
+        self.log_dir_events: list[wire.LogDirEvent] = []
+        self.alter_requests: list[wire.AlterPartitionRequest] = []
+        self.dead: set[int] = set()
+        self._runner: web.AppRunner | None = None
+        self._clients: dict[int, BrokerClient] = {}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/controller/alter-partition", self._alter_partition)
+        app.router.add_post("/v1/controller/log-dir-event", self._log_dir_event)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+
+    async def stop(self) -> None:
+        for c in self._clients.values():
+            await c.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def client(self, broker_id: int) -> BrokerClient:
+        assert self.cluster is not None
+        c = self._clients.get(broker_id)
+        if c is None:
+            c = BrokerClient(self.cluster[broker_id].url, token=self.cluster.token, timeout_s=15)
+            self._clients[broker_id] = c
+        return c
+
+    # -- HTTP side ------------------------------------------------------------------------
+
+    async def _alter_partition(self, request: web.Request) -> web.Response:
+        req = wire.AlterPartitionRequest.model_validate_json(await request.read())
+        self.alter_requests.append(req)
+        out = []
+        for item in req.partitions:
+            tp = TopicPartition(item.topic, item.partition)
+            st = self.state.get(tp)
+            if st is None:
+                out.append(
+                    wire.AlterPartitionResult(
+                        topic=item.topic,
+                        partition=item.partition,
+                        error="UNKNOWN_TOPIC_OR_PARTITION",
+                    )
+                )
+                continue
+            if item.leader_epoch != st.leader_epoch or req.broker_id != st.leader:
+                err = "FENCED_LEADER_EPOCH"
+            elif item.partition_epoch != st.partition_epoch:
+                err = "INVALID_UPDATE_VERSION"
+            elif not set(item.new_isr) <= set(st.replicas) or st.leader not in item.new_isr:
+                err = "INVALID_REQUEST"
+            else:
+                err = None
+                st.isr = list(item.new_isr)
+                st.partition_epoch += 1
+            out.append(
+                wire.AlterPartitionResult(
+                    topic=item.topic,
+                    partition=item.partition,
+                    error=err,
+                    leader=st.leader,
+                    leader_epoch=st.leader_epoch,
+                    isr=list(st.isr),
+                    partition_epoch=st.partition_epoch,
+                )
+            )
+        return web.Response(
+            body=wire.AlterPartitionResponse(partitions=out).model_dump_json(),
+            content_type="application/json",
+        )
+
+    async def _log_dir_event(self, request: web.Request) -> web.Response:
+        ev = wire.LogDirEvent.model_validate_json(await request.read())
+        self.log_dir_events.append(ev)
+        for r in ev.offline_replicas:
+            st = self.state.get(TopicPartition(r.topic, r.partition))
+            if st is not None:
+                st.offline.add(ev.broker)
+        return web.json_response({"ok": True})
+
+    # -- driving brokers ------------------------------------------------------------------
+
+    def live(self) -> list[int]:
+        assert self.cluster is not None
+        return [b.broker_id for b in self.cluster.brokers if b.broker_id not in self.dead]
+
+    def endpoints(self) -> list[wire.BrokerEndpoint]:
+        assert self.cluster is not None
+        return [wire.BrokerEndpoint(broker_id=b, url=self.cluster[b].url) for b in self.live()]
+
+    def partition_state(self, tp: TopicPartition, broker: int) -> wire.LeaderAndIsrPartition:
+        st = self.state[tp]
+        return wire.LeaderAndIsrPartition(
+            topic=tp.topic,
+            partition=tp.partition,
+            leader=st.leader,
+            leader_epoch=st.leader_epoch,
+            isr=list(st.isr),
+            partition_epoch=st.partition_epoch,
+            replicas=list(st.replicas),
+            is_new_replica=broker not in st.created,
+            min_insync_replicas=st.min_isr,
+            configs=dict(st.configs),
+        )
+
+    async def send_leader_and_isr(self, tps: list[TopicPartition], brokers: list[int]) -> None:
+        for b in brokers:
+            if b in self.dead:
+                continue
+            parts = [self.partition_state(tp, b) for tp in tps if b in self.state[tp].replicas]
+            if not parts:
+                continue
+            resp = await self.client(b).leader_and_isr(
+                wire.LeaderAndIsrRequest(
+                    controller_id=0,
+                    controller_epoch=self.epoch,
+                    partitions=parts,
+                    live_leaders=self.endpoints(),
+                )
+            )
+            for r in resp.partitions:
+                tp = TopicPartition(r.topic, r.partition)
+                if r.error is None:
+                    self.state[tp].created.add(b)
+                    self.state[tp].offline.discard(b)
+                elif r.error == "KAFKA_STORAGE_ERROR":
+                    self.state[tp].offline.add(b)
+
+    async def update_metadata(self) -> None:
+        parts = [
+            wire.PartitionMetadata(
+                topic=tp.topic,
+                partition=tp.partition,
+                leader=st.leader,
+                leader_epoch=st.leader_epoch,
+                isr=list(st.isr),
+                replicas=list(st.replicas),
+                offline_replicas=sorted(st.offline | (set(st.replicas) & self.dead)),
+            )
+            for tp, st in self.state.items()
+        ]
+        req = wire.UpdateMetadataRequest(
+            controller_id=0,
+            controller_epoch=self.epoch,
+            live_brokers=self.endpoints(),
+            partitions=parts,
+        )
+        await asyncio.gather(*(self.client(b).update_metadata(req) for b in self.live()))
+
+    async def create_topic(
+        self,
+        topic: str,
+        partitions: int,
+        rf: int,
+        *,
+        min_isr: int = 1,
+        configs: dict[str, str] | None = None,
+        first_leader: int = 0,
+    ) -> list[TopicPartition]:
+        live = self.live()
+        tps = []
+        for p in range(partitions):
+            replicas = [live[(first_leader + p + i) % len(live)] for i in range(rf)]
+            tp = TopicPartition(topic, p)
+            self.state[tp] = PState(
+                replicas=replicas,
+                leader=replicas[0],
+                isr=list(replicas),
+                min_isr=min_isr,
+                configs=dict(configs or {}),
+            )
+            tps.append(tp)
+        await self.send_leader_and_isr(tps, live)
+        await self.update_metadata()
+        return tps
+
+    async def elect(self, tp: TopicPartition, *, exclude: set[int] | None = None) -> int:
+        """A new leader from the live ISR (no unclean election), new epoch, broadcast."""
+        st = self.state[tp]
+        gone = (exclude or set()) | self.dead | st.offline
+        candidates = [r for r in st.isr if r not in gone]
+        if not candidates:
+            raise RuntimeError(f"{tp}: no live ISR member to elect (ISR {st.isr})")
+        st.leader = candidates[0]
+        st.isr = candidates
+        st.leader_epoch += 1
+        st.partition_epoch += 1
+        await self.send_leader_and_isr([tp], st.replicas)
+        await self.update_metadata()
+        return st.leader
+
+    async def broker_died(self, broker_id: int) -> None:
+        self.dead.add(broker_id)
+        for tp, st in self.state.items():
+            if st.leader == broker_id:
+                await self.elect(tp)
+            elif broker_id in st.isr:
+                st.isr = [r for r in st.isr if r != broker_id]
+                st.partition_epoch += 1
+                await self.send_leader_and_isr([tp], [st.leader])
+        await self.update_metadata()
+
+    async def broker_back(self, broker_id: int) -> None:
+        self.dead.discard(broker_id)
+        tps = [tp for tp, st in self.state.items() if broker_id in st.replicas]
+        await self.send_leader_and_isr(tps, [broker_id])
+        await self.update_metadata()
+
+    def leader_of(self, tp: TopicPartition) -> int:
+        return self.state[tp].leader
