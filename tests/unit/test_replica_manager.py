@@ -1,0 +1,215 @@
+"""Replica manager rules on one in-process broker: HW, ISR, acks, fencing, KIP-112 creation.
+
+Followers are simulated by calling ``fetch_for_follower`` as their fetch requests would.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from jbod_broker import wire
+from jbod_broker.config import BrokerConfig
+from jbod_broker.errors import (
+    NotEnoughReplicasError,
+    RequestTimedOutError,
+    StaleControllerEpochError,
+    UnknownLeaderEpochError,
+)
+from jbod_broker.replica_manager import ReplicaManager
+from jbod_broker.storage.errors import (
+    FencedLeaderEpochError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+)
+from jbod_broker.storage.log_manager import LogManager
+from jbod_broker.storage.names import TopicPartition
+from jbod_broker.storage.records import build_batch
+
+TP = TopicPartition("t", 0)
+
+
+def make(tmp_path: Path, **over: object) -> ReplicaManager:
+    cfg = BrokerConfig.model_validate(
+        {
+            "broker.id": 1,
+            "log.dirs": [str(tmp_path / "a"), str(tmp_path / "b")],
+            "auth.disabled": True,
+            **over,
+        }
+    )
+    lm = LogManager(cfg.log_dirs, broker_id=1, default_config=cfg.log_config())
+    lm.startup()
+    return ReplicaManager(cfg, lm)
+
+
+def lai(
+    leader: int = 1,
+    epoch: int = 0,
+    isr: list[int] | None = None,
+    replicas: list[int] | None = None,
+    *,
+    controller_epoch: int = 1,
+    new: bool = True,
+    min_isr: int = 1,
+) -> wire.LeaderAndIsrRequest:
+    return wire.LeaderAndIsrRequest(
+        controller_id=0,
+        controller_epoch=controller_epoch,
+        partitions=[
+            wire.LeaderAndIsrPartition(
+                topic=TP.topic,
+                partition=TP.partition,
+                leader=leader,
+                leader_epoch=epoch,
+                isr=isr if isr is not None else [1, 2, 3],
+                replicas=replicas or [1, 2, 3],
+                is_new_replica=new,
+                min_insync_replicas=min_isr,
+            )
+        ],
+    )
+
+
+def follower_fetch(rm: ReplicaManager, replica: int, offset: int, epoch: int = 0) -> None:
+    rm.fetch_for_follower(
+        replica,
+        wire.FetchPartition(
+            topic=TP.topic,
+            partition=TP.partition,
+            fetch_offset=offset,
+            current_leader_epoch=epoch,
+        ),
+        throttled=False,
+    )
+
+
+def rec(n: int = 1) -> bytes:
+    return build_batch([(None, b"v%d" % i) for i in range(n)])
+
+
+async def test_hw_is_min_leo_of_isr_and_acks_all_waits(tmp_path: Path) -> None:
+    rm = make(tmp_path)
+    rm.leader_and_isr(lai())
+    lg = rm.logs.log_or_error(TP)
+    await rm.produce(TP, rec(3), acks=1, timeout_ms=100)
+    assert lg.log_end_offset == 3 and lg.high_watermark == 0
+    follower_fetch(rm, 2, 3)
+    assert lg.high_watermark == 0  # broker 3 has not fetched
+    follower_fetch(rm, 3, 2)
+    assert lg.high_watermark == 2
+    follower_fetch(rm, 3, 3)
+    assert lg.high_watermark == 3
+    with pytest.raises(RequestTimedOutError, match="not replicated"):
+        await rm.produce(TP, rec(), acks=-1, timeout_ms=50)
+    res = await rm.fetch_consumer(TP, 0, 1 << 20, 0)
+    assert res.high_watermark == 3  # the unreplicated record is not visible to consumers
+
+
+async def test_min_isr_refuses_before_append(tmp_path: Path) -> None:
+    rm = make(tmp_path)
+    rm.leader_and_isr(lai(isr=[1], min_isr=2))
+    lg = rm.logs.log_or_error(TP)
+    with pytest.raises(NotEnoughReplicasError, match="min.insync.replicas=2"):
+        await rm.produce(TP, rec(), acks=-1, timeout_ms=100)
+    assert lg.log_end_offset == 0  # nothing appended
+    await rm.produce(TP, rec(), acks=1, timeout_ms=100)  # acks=1 does not need the ISR
+    assert lg.log_end_offset == 1
+
+
+async def test_isr_expands_when_follower_catches_up_and_shrinks_when_it_lags(
+    tmp_path: Path,
+) -> None:
+    rm = make(tmp_path, **{"replica.lag.time.max.ms": 1})
+    rm.leader_and_isr(lai(isr=[1, 2]))
+    await rm.produce(TP, rec(2), acks=1, timeout_ms=100)
+    follower_fetch(rm, 2, 2)
+    follower_fetch(rm, 3, 1)
+    p = rm.partition(TP)
+    assert p.isr == [1, 2]  # 3 is below the high watermark (2): not in sync yet
+    follower_fetch(rm, 3, 2)
+    assert p.isr == [1, 2, 3] and rm.isr_expands == 1
+    await rm.produce(TP, rec(), acks=1, timeout_ms=100)
+    time.sleep(0.01)
+    rm.shrink_isr_pass()
+    assert p.isr == [1] and rm.isr_shrinks == 1
+
+
+async def test_pending_isr_change_goes_to_controller_and_waits(tmp_path: Path) -> None:
+    rm = make(tmp_path)
+    sent: list[wire.AlterPartitionItem] = []
+    rm.send_alter_partition = sent.append
+    rm.leader_and_isr(lai(isr=[1, 2]))
+    follower_fetch(rm, 3, 0)
+    p = rm.partition(TP)
+    assert p.isr == [1, 2] and p.pending_isr == [1, 2, 3]
+    assert sent[0].new_isr == [1, 2, 3] and sent[0].partition_epoch == 0
+    rm.alter_partition_done(
+        wire.AlterPartitionResult(
+            topic="t", partition=0, leader=1, leader_epoch=0, isr=[1, 2, 3], partition_epoch=1
+        )
+    )
+    assert p.isr == [1, 2, 3] and p.pending_isr is None and p.partition_epoch == 1
+    # A refused change is dropped, the committed ISR stays.
+    p.pending_isr = [1]
+    rm.alter_partition_done(
+        wire.AlterPartitionResult(topic="t", partition=0, error="FENCED_LEADER_EPOCH")
+    )
+    assert p.isr == [1, 2, 3] and p.pending_isr is None
+
+
+async def test_fencing(tmp_path: Path) -> None:
+    rm = make(tmp_path)
+    rm.leader_and_isr(lai(epoch=5, controller_epoch=3))
+    with pytest.raises(StaleControllerEpochError):
+        rm.leader_and_isr(lai(epoch=6, controller_epoch=2))
+    assert rm.partition(TP).leader_epoch == 5
+    resp = rm.leader_and_isr(lai(epoch=4, controller_epoch=3, leader=2))
+    assert resp.partitions[0].error == "FENCED_LEADER_EPOCH"
+    assert rm.partition(TP).leader == 1
+    with pytest.raises(FencedLeaderEpochError):
+        follower_fetch(rm, 2, 0, epoch=4)
+    with pytest.raises(UnknownLeaderEpochError):
+        follower_fetch(rm, 2, 0, epoch=6)
+    with pytest.raises(OffsetOutOfRangeError):
+        follower_fetch(rm, 2, 99, epoch=5)
+    with pytest.raises(NotLeaderOrFollowerError):
+        follower_fetch(rm, 7, 0, epoch=5)  # not a replica
+    # Idempotent: the same state twice changes nothing.
+    before = (rm.partition(TP).leader_epoch, list(rm.partition(TP).isr))
+    rm.leader_and_isr(lai(epoch=5, controller_epoch=3))
+    assert (rm.partition(TP).leader_epoch, list(rm.partition(TP).isr)) == before
+
+
+async def test_follower_refuses_produce(tmp_path: Path) -> None:
+    rm = make(tmp_path)
+    rm.leader_and_isr(lai(leader=2))
+    with pytest.raises(NotLeaderOrFollowerError, match="leader: 2"):
+        await rm.produce(TP, rec(), acks=1, timeout_ms=100)
+
+
+async def test_kip112_leader_and_isr_respects_is_new_replica(tmp_path: Path) -> None:
+    rm = make(tmp_path)
+    rm.logs.channel.mark_offline(str(tmp_path / "a"), "test")
+    resp = rm.leader_and_isr(lai(new=False))
+    assert resp.partitions[0].error == "KAFKA_STORAGE_ERROR"
+    assert rm.logs.get_log(TP) is None
+    resp = rm.leader_and_isr(lai(new=True))
+    assert resp.partitions[0].error is None
+    assert rm.logs.log_or_error(TP).log_dir == str(tmp_path / "b")
+
+
+async def test_log_dir_failure_takes_replicas_offline(tmp_path: Path) -> None:
+    rm = make(tmp_path)
+    rm.leader_and_isr(lai())
+    d = rm.logs.log_or_error(TP).log_dir
+    gone: list[TopicPartition] = []
+    rm.logs.add_offline_listener(lambda _d, _r, tps: gone.extend(tps))
+    rm.logs.channel.mark_offline(d, "test")
+    rm.replicas_offline(gone)
+    assert gone == [TP] and rm.partition(TP).offline
+    with pytest.raises(KafkaStorageError):
+        await rm.produce(TP, rec(), acks=1, timeout_ms=100)
