@@ -113,7 +113,7 @@ async def test_min_isr_refuses_before_append(tmp_path: Path) -> None:
     rm = make(tmp_path)
     rm.leader_and_isr(lai(isr=[1], min_isr=2))
     lg = rm.logs.log_or_error(TP)
-    with pytest.raises(NotEnoughReplicasError, match="min.insync.replicas=2"):
+    with pytest.raises(NotEnoughReplicasError, match=r"min\.insync\.replicas=2"):
         await rm.produce(TP, rec(), acks=-1, timeout_ms=100)
     assert lg.log_end_offset == 0  # nothing appended
     await rm.produce(TP, rec(), acks=1, timeout_ms=100)  # acks=1 does not need the ISR
