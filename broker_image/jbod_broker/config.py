@@ -19,6 +19,8 @@ from .storage.checkpoints import parse_properties
 from .storage.log import LogConfig
 
 ENV_PREFIX = "JBOD_"
+ENTRY_POINT_VARS = frozenset({"JBOD_CONFIG", "JBOD_LOG_LEVEL"})
+"""Read by ``python -m jbod_broker`` itself, not settings."""
 
 ALIASES = {
     # Kafka's shipped name for the intra-broker move throttle; KIP-113 calls it the other one.
@@ -153,6 +155,10 @@ class BrokerConfig(BaseModel):
 
         flush = o.get("flush.messages")
         try:
+            flush_messages = int(flush) if flush else self.log_flush_interval_messages
+        except ValueError as e:
+            raise ConfigError(f"topic config flush.messages={flush!r} is not an integer") from e
+        try:
             return LogConfig(
                 segment_bytes=pick("segment.bytes", self.log_segment_bytes),
                 segment_ms=pick("segment.ms", self.log_segment_ms),
@@ -160,7 +166,7 @@ class BrokerConfig(BaseModel):
                 retention_ms=pick("retention.ms", self.log_retention_ms),
                 index_interval_bytes=pick("index.interval.bytes", self.log_index_interval_bytes),
                 max_message_bytes=pick("max.message.bytes", self.message_max_bytes),
-                flush_messages=int(flush) if flush else self.log_flush_interval_messages,
+                flush_messages=flush_messages,
             )
         except ValueError as e:
             raise ConfigError(f"invalid topic config: {e}") from e
@@ -195,6 +201,8 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -
     known = {f.alias for f in BrokerConfig.model_fields.values() if f.alias}
     environ = os.environ if env is None else env
     for key, value in environ.items():
+        if key in ENTRY_POINT_VARS or key.startswith("JBOD_OPERATOR_"):
+            continue
         if key.startswith(ENV_PREFIX):
             name = key[len(ENV_PREFIX) :].lower().replace("_", ".")
             raw[name] = value

@@ -7,12 +7,17 @@ directory offline (once), tells every listener, and surfaces to the caller as a
 take the replicas on that directory offline and report to the controller.
 
 Thread-safe: guard() may be entered from request handlers, move workers and the scheduler.
+The directory is offline the moment the error is seen (every later guard() refuses it), but
+the listeners run on the channel's own handler thread, like Kafka's LogDirFailureHandler: the
+failing thread may hold a log's lock, and a listener takes the log manager's lock, so running
+listeners inline would invert the manager-then-log lock order and deadlock.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,6 +34,8 @@ class LogDirFailureChannel:
         self._lock = threading.Lock()
         self._offline: dict[str, str] = {}
         self._listeners: list[OfflineListener] = []
+        self._events: queue.Queue[tuple[str, str]] = queue.Queue()
+        self._handler: threading.Thread | None = None
 
     def add_listener(self, listener: OfflineListener) -> None:
         """``listener(dir_path, reason)`` runs once per directory, in the failing thread."""
@@ -45,21 +52,47 @@ class LogDirFailureChannel:
     def reason(self, dir_path: str) -> str | None:
         return self._offline.get(dir_path)
 
-    def mark_offline(self, dir_path: str, reason: str) -> None:
+    def mark_offline(self, dir_path: str, reason: str, *, wait: bool = True) -> None:
+        """Take ``dir_path`` offline now; listeners run on the handler thread.
+
+        ``wait`` blocks until they have run: only for callers that hold no log or manager
+        lock (tests, start-up). The failure guard passes ``wait=False``.
+        """
         with self._lock:
             if dir_path in self._offline:
                 return
             self._offline[dir_path] = reason
-            listeners = list(self._listeners)
+            if self._handler is None:
+                self._handler = threading.Thread(
+                    target=self._handle, name="log-dir-failure-handler", daemon=True
+                )
+                self._handler.start()
         log.error(
             "log directory went offline",
             extra={"event": "log_dir_offline", "log_dir": dir_path, "reason": reason},
         )
-        for listener in listeners:
-            try:
-                listener(dir_path, reason)
-            except Exception:  # a listener bug must not hide the failure from the others
-                log.exception("log dir failure listener failed", extra={"log_dir": dir_path})
+        self._events.put((dir_path, reason))
+        if wait and threading.current_thread() is not self._handler:
+            self.drain()
+
+    def drain(self, timeout: float | None = 30.0) -> None:
+        """Wait until every queued failure has been handled by the listeners."""
+        with self._events.all_tasks_done:
+            while self._events.unfinished_tasks:
+                if not self._events.all_tasks_done.wait(timeout):
+                    raise TimeoutError("log dir failure listeners did not finish")
+
+    def _handle(self) -> None:
+        while True:
+            dir_path, reason = self._events.get()
+            with self._lock:
+                listeners = list(self._listeners)
+            for listener in listeners:
+                try:
+                    listener(dir_path, reason)
+                except Exception:  # a listener bug must not hide the failure from the others
+                    log.exception("log dir failure listener failed", extra={"log_dir": dir_path})
+            self._events.task_done()
 
     def check(self, dir_path: str) -> None:
         reason = self._offline.get(dir_path)
@@ -76,7 +109,7 @@ class LogDirFailureChannel:
             reason = f"{what}: {os.strerror(e.errno) if e.errno else e}"
             if e.filename:
                 reason += f" ({e.filename})"
-            self.mark_offline(dir_path, reason)
+            self.mark_offline(dir_path, reason, wait=False)
             raise KafkaStorageError(f"log directory {dir_path} is offline: {reason}") from e
 
 

@@ -109,11 +109,15 @@ class OffsetIndex:
         self.write_pending()
         os.fsync(self._fd)
 
-    def close(self) -> None:
+    def close(self, *, write: bool = True) -> None:
         if self._fd >= 0:
-            self.write_pending()
-            os.close(self._fd)
-            self._fd = -1
+            fd = self._fd
+            try:
+                if write:
+                    self.write_pending()
+            finally:
+                self._fd = -1
+                os.close(fd)
 
 
 class TimeIndex:
@@ -199,8 +203,12 @@ class TimeIndex:
         self.write_pending()
         os.fsync(self._fd)
 
-    def close(self) -> None:
+    def close(self, *, write: bool = True) -> None:
         if self._fd >= 0:
-            self.write_pending()
-            os.close(self._fd)
-            self._fd = -1
+            fd = self._fd
+            try:
+                if write:
+                    self.write_pending()
+            finally:
+                self._fd = -1
+                os.close(fd)

@@ -130,7 +130,14 @@ class LogManager:
         self._pending_deletes: list[str] = []
         self._listeners: list[OfflineReplicasListener] = []
         self._halt: Callable[[str], None] | None = None
+        self._halted = False
+        self._starting = False
         self._recovery_checkpoint_cache: dict[str, set[TopicPartition]] = {}
+        # Checkpoint files are rewritten from several threads (the periodic checkpoint, the move
+        # engine's swaps): one writer at a time, and never an older snapshot over a newer one.
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_seq = 0
+        self._checkpoint_written: dict[str, int] = {}
         self.channel.add_listener(self._on_dir_offline)
 
     # -- listeners ------------------------------------------------------------------------
@@ -145,6 +152,13 @@ class LogManager:
     # -- start-up -------------------------------------------------------------------------
 
     def startup(self) -> StartupReport:
+        self._starting = True
+        try:
+            return self._startup()
+        finally:
+            self._starting = False
+
+    def _startup(self) -> StartupReport:
         report = StartupReport()
         loaded: dict[str, list[Log]] = {}
         for d in self.dirs:
@@ -294,12 +308,12 @@ class LogManager:
             report.note(f"{tp}: renamed the finished future copy into place at {final}")
 
     def _check_live(self) -> None:
+        self.channel.drain()
         if not self.live_dirs():
             reason = "every log directory is offline: " + "; ".join(
                 f"{d}: {r}" for d, r in self.channel.offline_dirs().items()
             )
-            if self._halt is not None:
-                self._halt(reason)
+            self._halt_once(reason)
             raise NoLiveLogDirError(reason)
 
     # -- directory state ------------------------------------------------------------------
@@ -518,9 +532,110 @@ class LogManager:
     def pending_deletes(self) -> list[str]:
         return list(self._pending_deletes)
 
+    # -- replica moves (KIP-113): used by jbod_broker.move ---------------------------------
+
+    def resolve_live_dir(self, path: str) -> str:
+        """A move's destination: a configured directory (:meth:`resolve_dir`) that is live,
+        is not another configured directory under a second name, and is still the directory
+        loaded at start-up (its ``meta.properties`` names the same ``directory.id``), so a
+        symlink changed to lead elsewhere is refused."""
+        d = self.resolve_dir(path)
+        reason = self.channel.reason(d)
+        if reason is not None:
+            raise KafkaStorageError(f"log dir {d} is offline: {reason}")
+        real = os.path.realpath(d)
+        for other in self.dirs:
+            if other != d and os.path.realpath(other) == real:
+                raise InvalidLogDirError(
+                    f"log dir {path!r} leads to the same directory as log dir {other} ({real})"
+                )
+        expected = self.directory_ids.get(d)
+        if expected:
+            with self.channel.guard(d, "check log dir identity"):
+                props = read_properties(os.path.join(d, META_PROPERTIES))
+            found = (props or {}).get("directory.id")
+            if found != expected:
+                raise InvalidLogDirError(
+                    f"log dir {path!r} leads elsewhere ({real}): its directory.id is {found!r}, "
+                    f"not {expected!r} as at start-up"
+                )
+        return d
+
+    def queue_deletion(self, path: str) -> None:
+        """Queue a ``-delete`` folder for :meth:`run_deletions`."""
+        self._pending_deletes.append(path)
+
+    def write_dir_checkpoints(self, d: str, extra: Iterable[Log] = ()) -> None:
+        """Write ``d``'s three offset checkpoints now, for its current logs plus ``extra``.
+
+        The move engine lists the future log it is about to swap in, so that a crash between
+        the swap's renames keeps its log start offset, recovery point and high watermark
+        (KAFKA-9263). Unlike :meth:`checkpoint`, a failure raises (and takes ``d`` offline).
+        Writers are serialised, and a snapshot older than one already written is dropped.
+        """
+        self.channel.check(d)
+        with self.lock:
+            logs = [lg for lg in self.current_logs.values() if lg.log_dir == d]
+            logs += [lg for lg in extra if lg.log_dir == d and lg not in logs]
+            files = [
+                (RECOVERY_POINT_CHECKPOINT, {lg.tp: lg.recovery_point for lg in logs}),
+                (LOG_START_OFFSET_CHECKPOINT, {lg.tp: lg.log_start_offset for lg in logs}),
+                (REPLICATION_OFFSET_CHECKPOINT, {lg.tp: lg.high_watermark for lg in logs}),
+            ]
+            self._checkpoint_seq += 1
+            seq = self._checkpoint_seq
+        error: OSError | None = None
+        with self._checkpoint_lock:
+            if seq < self._checkpoint_written.get(d, 0):
+                return
+            try:
+                for name, offsets in files:
+                    write_atomically(os.path.join(d, name), format_offsets(offsets))
+                self._checkpoint_written[d] = seq
+            except OSError as e:
+                error = e
+        if error is not None:
+            # Reported outside the checkpoint lock: the offline listeners take other locks.
+            with self.channel.guard(d, "write checkpoints"):
+                raise error
+
+    def abandon_future_log(self, tp: TopicPartition, future: Log) -> str | None:
+        """Remove a failed or cancelled move's future folder (KAFKA-14824: no leaked copies).
+
+        Works even when the future was taken offline because its *source* directory failed:
+        what matters is whether the future's own directory is live. Returns the ``-delete``
+        path queued for deletion, or ``None`` when there is nothing to remove (the directory is
+        offline, or the folder is already gone or queued).
+        """
+        with self.lock:
+            if self.future_logs.get(tp) is future:
+                del self.future_logs[tp]
+            with future.lock:
+                future.close_quietly()
+                parsed = parse_dir_name(os.path.basename(future.dir_path))
+                if (
+                    self.channel.is_offline(future.log_dir)
+                    or future.successor is not None
+                    or parsed is None
+                    or parsed.kind is not DirKind.FUTURE
+                ):
+                    return None
+                target = os.path.join(future.log_dir, delete_dir_name(tp))
+                with self.channel.guard(future.log_dir, f"discard future copy of {tp}"):
+                    if not os.path.isdir(future.dir_path):
+                        return None
+                    os.rename(future.dir_path, target)
+                    fsync_dir(future.log_dir)
+                future.dir_path = target
+                future.offline = True  # nothing may touch it again
+            self._pending_deletes.append(target)
+            return target
+
     # -- failure --------------------------------------------------------------------------
 
     def _on_dir_offline(self, d: str, reason: str) -> None:
+        """Runs on the failure channel's handler thread, holding no other lock."""
+        retired: list[Log] = []
         with self.lock:
             gone: list[TopicPartition] = []
             for tp, lg in list(self.current_logs.items()):
@@ -529,20 +644,34 @@ class LogManager:
                     del self.current_logs[tp]
                     self.offline_replicas[tp] = d
                     gone.append(tp)
+                    retired.append(lg)
             for tp, lg in list(self.future_logs.items()):
                 if lg.log_dir == d:
                     lg.mark_offline()
                     del self.future_logs[tp]
+                    retired.append(lg)
             for tp, lg in self.future_logs.items():
                 if tp in self.offline_replicas:
                     lg.mark_offline()  # its source is gone: the move cannot finish
+        # Release the failed disk's descriptors (so it can be unmounted and replaced);
+        # each under its log's lock, never while holding the manager's.
+        for lg in retired:
+            lg.close_quietly()
         for listener in self._listeners:
             try:
                 listener(d, reason, gone)
             except Exception:
                 log.exception("offline replica listener failed")
-        if not self.live_dirs() and self._halt is not None:
-            self._halt(f"every log directory is offline (last: {d}: {reason})")
+        if not self.live_dirs() and not self._starting:
+            # During start-up the verdict, naming every directory, comes from _check_live.
+            self._halt_once(f"every log directory is offline (last: {d}: {reason})")
+
+    def _halt_once(self, reason: str) -> None:
+        if self._halted:
+            return
+        self._halted = True
+        if self._halt is not None:
+            self._halt(reason)
 
     # -- describe -------------------------------------------------------------------------
 
@@ -595,22 +724,8 @@ class LogManager:
     def checkpoint(self, d: str | None = None) -> None:
         """Write the three offset checkpoints of each live directory."""
         for dd in [d] if d else self.live_dirs():
-            with self.lock:
-                logs = [lg for lg in self.current_logs.values() if lg.log_dir == dd]
-            rec = {lg.tp: lg.recovery_point for lg in logs}
-            start = {lg.tp: lg.log_start_offset for lg in logs}
-            hw = {lg.tp: lg.high_watermark for lg in logs}
             try:
-                with self.channel.guard(dd, "write checkpoints"):
-                    write_atomically(
-                        os.path.join(dd, RECOVERY_POINT_CHECKPOINT), format_offsets(rec)
-                    )
-                    write_atomically(
-                        os.path.join(dd, LOG_START_OFFSET_CHECKPOINT), format_offsets(start)
-                    )
-                    write_atomically(
-                        os.path.join(dd, REPLICATION_OFFSET_CHECKPOINT), format_offsets(hw)
-                    )
+                self.write_dir_checkpoints(dd)
             except KafkaStorageError:
                 continue
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from .errors import CorruptRecordError
 from .index import CorruptIndexError, OffsetIndex, TimeIndex
@@ -105,7 +105,9 @@ class LogSegment:
     def rebuild_indexes(self) -> None:
         self.recover(max_batch_bytes=None)
 
-    def recover(self, max_batch_bytes: int | None) -> int:
+    def recover(
+        self, max_batch_bytes: int | None, before_cut: Callable[[], None] | None = None
+    ) -> int:
         """Re-read every batch, check its CRC, rebuild both indexes, cut a torn or corrupt tail.
 
         Returns the number of bytes cut. Batches must also have increasing offsets: a batch
@@ -141,8 +143,14 @@ class LogSegment:
             pos += valid_end
         cut = file_size - pos
         if cut:
+            if before_cut is not None:
+                before_cut()  # e.g. drop later segments first, so a crash here can redo this
             os.ftruncate(self._fd, pos)
         self.size = pos
+        # The rebuilt indexes must reach the disk now: this segment may end up below the
+        # recovery point, where the next start trusts its index files without re-checking.
+        self.index.flush()
+        self.time_index.flush()
         self._init_created_ms()
         return cut
 
@@ -297,15 +305,18 @@ class LogSegment:
         self.index.flush()
         self.time_index.flush()
 
-    def close(self) -> None:
+    def close(self, *, write: bool = True) -> None:
+        """Release the descriptors; ``write=False`` drops unwritten index entries (a failed
+        disk must not be written to, and an index is rebuilt by recovery anyway)."""
         if self._fd >= 0:
-            os.close(self._fd)
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
             self._fd = -1
-        self.index.close()
-        self.time_index.close()
+        self.index.close(write=write)
+        self.time_index.close(write=write)
 
     def delete(self) -> None:
-        self.close()
+        self.close(write=False)
         for path in self.file_paths():
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
