@@ -22,7 +22,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
-from .checkpoints import CheckpointError, parse_epochs
+from .checkpoints import CheckpointError, format_epochs, parse_epochs
 from .diskio import LogDirFailureChannel, write_atomically
 from .errors import (
     InvalidRecordError,
@@ -40,6 +40,7 @@ from .names import (
     TIME_INDEX_SUFFIX,
     TopicPartition,
     parse_segment_file,
+    segment_file_name,
 )
 from .records import (
     DEFAULT_MAX_BATCH_BYTES,
@@ -241,12 +242,17 @@ class Log:
             if not recovering and not clean_shutdown and (nxt is None or nxt > recovery_point):
                 recovering = True
             if recovering:
-                cut = seg.recover(self.config.max_message_bytes)
+                later = bases[i + 1 :]
+
+                def drop_later(later: list[int] = later) -> None:
+                    # A torn segment cannot be followed by later ones. Delete them newest first
+                    # and before cutting this one, so a crash in between redoes the same work.
+                    for base in reversed(later):
+                        LogSegment(self.dir_path, base).delete()
+
+                cut = seg.recover(self.config.max_message_bytes, drop_later)
                 self._append_segment(seg)
                 if cut and nxt is not None:
-                    # The tail of this segment was torn: later segments cannot follow it.
-                    for later in bases[i + 1 :]:
-                        LogSegment(self.dir_path, later).delete()
                     break
             else:
                 seg.load()
@@ -302,7 +308,7 @@ class Log:
         reason = f"{what} {self.tp}: {os.strerror(e.errno) if e.errno else e}"
         if e.filename:
             reason += f" ({e.filename})"
-        self.channel.mark_offline(self.log_dir, reason)
+        self.channel.mark_offline(self.log_dir, reason, wait=False)
         return KafkaStorageError(f"log directory {self.log_dir} is offline: {reason}")
 
     @contextmanager
@@ -536,8 +542,11 @@ class Log:
         self.log_start_offset = self.recovery_point = self.high_watermark = offset
         self.epochs.clear()
 
+    @_follows_successor
     def update_high_watermark(self, hw: int) -> int:
         with self.lock:
+            if self.successor is not None:
+                raise _Retired  # moved: the new log must get it (KAFKA-9263)
             self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
             return self.high_watermark
 
@@ -622,16 +631,109 @@ class Log:
                 seg.set_dir(new_path)
 
     def close(self) -> None:
+        """Flush and close; on a failed (or failing) directory, just release the descriptors."""
         with self.lock:
-            if not self.offline:
-                with self._guard("close"):
-                    self._flush_locked()
-            for seg in self.segments:
-                seg.close()
+            if not self.offline and self.successor is None:
+                try:
+                    with self._guard("close"):
+                        self._flush_locked()
+                        for seg in self.segments:
+                            seg.close()
+                    return
+                except KafkaStorageError:
+                    pass
+            self.close_quietly()
 
     def close_quietly(self) -> None:
-        """Close descriptors without touching the disk (offline directory)."""
+        """Close descriptors without writing anything (offline directory, retired log)."""
         with self.lock:
             for seg in self.segments:
-                with suppress(OSError):
-                    seg.close()
+                seg.close(write=False)
+
+    # -- replica moves (KIP-113): the destination side, driven by jbod_broker.move ------------
+    #
+    # The move engine copies bytes into a future log's files with the kernel's zero-copy path,
+    # so they bypass append(); these methods make the log adopt what was copied. Callers hold
+    # no other log's lock except during the swap (manager lock, source lock, then this one).
+
+    def attach_copied_segment(self, base_offset: int, staged: dict[str, str]) -> int:
+        """Install a whole sealed segment copied from a move's source; returns its next offset.
+
+        ``staged`` maps suffixes (``.log``, ``.index``, ``.timeindex``) to copies in this
+        folder under temporary names. The log must end with an empty active segment that the
+        copy replaces: at ``base_offset``, or anywhere inside the copy if it is the only one
+        (a log start offset inside the source's first segment). The indexes are checked as at
+        a clean load and rebuilt if wrong; a new empty active segment follows the copy.
+        """
+        with self.lock, self._guard("attach copied segment"):
+            active = self.active
+            only = len(self.segments) == 1
+            if active.size != 0 or (
+                base_offset != active.base_offset
+                and not (only and base_offset < active.base_offset)
+            ):
+                raise InvalidRequestError(
+                    f"{self.tp}: cannot attach a copied segment at {base_offset}: the log ends "
+                    f"at {self.log_end_offset} in a segment of {active.size} bytes"
+                )
+            self._remove_segment(active)
+            for suffix, tmp in staged.items():
+                os.replace(tmp, os.path.join(self.dir_path, segment_file_name(base_offset, suffix)))
+            seg = LogSegment(
+                self.dir_path, base_offset, index_interval_bytes=self.config.index_interval_bytes
+            )
+            seg.load()
+            self._append_segment(seg)
+            self._add_segment(seg.next_offset)
+            return seg.next_offset
+
+    def adopt_copied_batches(self, base_offset: int, position: int, metas: list[BatchMeta]) -> int:
+        """Index whole batches a move wrote after the active segment's end; returns their bytes.
+
+        ``metas`` describe the batches from ``position`` on, in order (the engine read their
+        headers back). Anything in the file after them (a copy cut short by a truncation of
+        the source) is cut off, so the file never holds bytes the log does not know about.
+        """
+        with self.lock, self._guard("adopt copied batches"):
+            seg = self.active
+            if seg.base_offset != base_offset or seg.size != position:
+                raise InvalidRequestError(
+                    f"{self.tp}: the future log changed during the copy (active segment "
+                    f"{seg.base_offset} of {seg.size} bytes, expected {base_offset}/{position})"
+                )
+            pos = position
+            for last_offset, size, max_ts in metas:
+                if last_offset < seg.next_offset:
+                    break
+                seg._index_batch(last_offset, size, max_ts, pos)
+                pos += size
+            seg.size = pos
+            if os.fstat(seg.fd).st_size > pos:
+                os.ftruncate(seg.fd, pos)
+            return pos - position
+
+    def adopt_replica_state(
+        self,
+        *,
+        log_start_offset: int,
+        high_watermark: int,
+        epochs: list[tuple[int, int]],
+        config: LogConfig,
+    ) -> None:
+        """Take over a move source's per-replica state at the swap (KAFKA-9263, KAFKA-15608).
+
+        Segments wholly below the log start offset (deleted by retention on the source while
+        the copy ran) are dropped; the leader-epoch cache is replaced and written out.
+        """
+        with self.lock, self._guard("carry over replica state"):
+            self.config = config
+            while len(self.segments) > 1 and self.segments[1].base_offset <= log_start_offset:
+                self._remove_segment(self.segments[0])
+            leo = self.log_end_offset
+            self.log_start_offset = min(max(log_start_offset, self.segments[0].base_offset), leo)
+            self.high_watermark = min(max(high_watermark, self.log_start_offset), leo)
+            self.recovery_point = min(self.recovery_point, leo)
+            self.epochs = LeaderEpochCache(list(epochs), self._persist_epochs)
+            self.epochs.truncate_from_end(leo)
+            self.epochs.truncate_from_start(self.log_start_offset)
+            self._persist_epochs(format_epochs(self.epochs.entries()))
