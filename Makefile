@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup test unit integration e2e lint bench clean pin
+.PHONY: setup test unit integration e2e lint bench clean pin crds
 
 # kube-apiserver and etcd built from their Go modules (cached outside the repo), kubectl/helm.
 -include mk/kube.mk
@@ -15,7 +15,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,operator]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
@@ -37,6 +37,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check broker_image operator spark_apps
 	$(BIN)/mypy
+	$(BIN)/python -m jbod_operator.crdgen --check
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b --quick || exit 1; done
@@ -47,6 +48,10 @@ pin: setup
 	   echo "# Regenerate with: make pin (a test fails when these drift from the project venv)."; \
 	   $(BIN)/pip freeze | grep -iE '^(pydantic|pydantic.core|aiohttp|crc32c|prometheus.client|annotated.types|typing.extensions|typing.inspection|multidict|yarl|frozenlist|aiosignal|attrs|aiohappyeyeballs|propcache|idna)=='; \
 	 } > broker_image/requirements.txt
+
+# CRDs are generated from the pydantic models (tests fail when crds/ is stale).
+crds: setup
+	$(BIN)/python -m jbod_operator.crdgen
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -43,6 +43,8 @@ class LocalBroker:
     port: int = field(default_factory=free_port)
     controller_url: str | None = None
     settings: dict[str, str] = field(default_factory=dict)
+    dir_names: list[str] | None = None
+    """Names of the log dirs (``data-<name>``, as in a BrokerCluster); default 0..num_dirs-1."""
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -55,7 +57,8 @@ class LocalBroker:
 
     @property
     def log_dirs(self) -> list[str]:
-        return [os.path.join(self.home, f"data-{i}") for i in range(self.num_dirs)]
+        names = self.dir_names or [str(i) for i in range(self.num_dirs)]
+        return [os.path.join(self.home, f"data-{n}") for n in names]
 
     @property
     def config_path(self) -> str:
@@ -148,11 +151,18 @@ class LocalCluster:
     settings: dict[str, str] = field(default_factory=dict)
     brokers: list[LocalBroker] = field(default_factory=list)
     token: str = ""
+    """Given: the brokers use it (e.g. the operator's token Secret); empty: a new one."""
+    dir_names: list[str] | None = None
 
     def __post_init__(self) -> None:
         os.makedirs(self.base_dir, exist_ok=True)
         token_file = os.path.join(self.base_dir, "token")
-        self.token = write_token(token_file)
+        if self.token:
+            with open(token_file, "w", encoding="utf-8") as f:
+                f.write(self.token + "\n")
+            os.chmod(token_file, 0o600)
+        else:
+            self.token = write_token(token_file)
         self.brokers = [
             LocalBroker(
                 broker_id=i,
@@ -161,6 +171,7 @@ class LocalCluster:
                 num_dirs=self.num_dirs,
                 controller_url=self.controller_url,
                 settings=dict(self.settings),
+                dir_names=self.dir_names,
             )
             for i in range(self.size)
         ]
@@ -177,3 +188,7 @@ class LocalCluster:
 
     def __getitem__(self, broker_id: int) -> LocalBroker:
         return self.brokers[broker_id]
+
+    def endpoints(self) -> dict[str, str]:
+        """Broker id → URL, the shape of the operator's broker endpoints file."""
+        return {str(b.broker_id): b.url for b in self.brokers}

@@ -11,6 +11,7 @@ import logging
 import sys
 import time
 
+_NOISE = {"settings", "k8s_skip", "k8s_ref"}  # kopf's own record extras, not for humans
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
 
@@ -29,7 +30,7 @@ class JsonFormatter(logging.Formatter):
             **self.static,
         }
         for k, v in vars(record).items():
-            if k not in _STANDARD and not k.startswith("_"):
+            if k not in _STANDARD and not k.startswith("_") and k not in _NOISE:
                 out[k] = v if isinstance(v, str | int | float | bool | None) else str(v)
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)

@@ -1,0 +1,60 @@
+"""Status conditions as the Kubernetes API conventions want them. Pure.
+
+``lastTransitionTime`` changes only when ``status`` changes, so re-running a reconcile that
+finds nothing new writes an identical status (and the API server records no change).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def set_condition(
+    conditions: list[dict[str, Any]],
+    type_: str,
+    status: bool | None,
+    reason: str,
+    message: str,
+    generation: int | None,
+) -> list[dict[str, Any]]:
+    """A new list with ``type_`` set; others kept in place (order is stable)."""
+    value = "Unknown" if status is None else ("True" if status else "False")
+    out = []
+    found = False
+    for c in conditions:
+        if c.get("type") != type_:
+            out.append(c)
+            continue
+        found = True
+        changed = c.get("status") != value
+        out.append(
+            {
+                "type": type_,
+                "status": value,
+                "reason": reason,
+                "message": message,
+                "observedGeneration": generation,
+                "lastTransitionTime": now_iso() if changed else c.get("lastTransitionTime"),
+            }
+        )
+    if not found:
+        out.append(
+            {
+                "type": type_,
+                "status": value,
+                "reason": reason,
+                "message": message,
+                "observedGeneration": generation,
+                "lastTransitionTime": now_iso(),
+            }
+        )
+    return out
+
+
+def get_condition(conditions: list[dict[str, Any]], type_: str) -> dict[str, Any] | None:
+    return next((c for c in conditions if c.get("type") == type_), None)

@@ -1,0 +1,1 @@
+"""Handlers: translate between Kubernetes objects and domain calls (one module per resource)."""

@@ -1,0 +1,312 @@
+"""Topic reconcile: assignment, persisted partition state, LeaderAndIsr and UpdateMetadata.
+
+Order matters as in Kafka's controller: the partition state of record (the Topic's status,
+where Kafka would use ZooKeeper) is written *before* brokers are told, so a crash in between
+is repaired by the next pass, never lost. Every step is idempotent: a second run with nothing
+new sends the same full state (brokers treat it as a no-op) and writes no status.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from jbod_broker import wire
+from jbod_broker.storage.errors import StorageError
+
+from ..assignment import BrokerInfo, DirUsage, assign_partitions, choose_log_dir
+from ..brokers import BrokerPool
+from ..conditions import set_condition
+from ..kube import BROKER_CLUSTERS, TOPICS, KubeClient
+from ..models import BrokerCluster, Topic
+
+log = logging.getLogger(__name__)
+
+CONTROLLER_EPOCH = 1
+"""Constant until the Lease-based controller epoch (KIP-112 scenario 6, a later issue)."""
+
+
+class TopicNotReady(Exception):
+    """Cannot progress now (no cluster, too few brokers); retried after ``delay`` seconds."""
+
+    def __init__(self, message: str, reason: str, delay: float = 10.0) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.delay = delay
+
+
+def topic_name(t: Topic) -> str:
+    return t.spec.topic_name or t.metadata.name
+
+
+def broker_infos(bc: BrokerCluster, live: set[int]) -> list[BrokerInfo]:
+    racks = bc.spec.racks or []
+    return [
+        BrokerInfo(id=i, rack=racks[i % len(racks)] if racks else None, live=i in live)
+        for i in range(bc.spec.replicas)
+    ]
+
+
+def dir_usages(desc: wire.DescribeLogDirsResponse) -> list[DirUsage]:
+    return [
+        DirUsage(
+            name=d.path.rstrip("/").rsplit("/", 1)[-1],
+            path=d.path,
+            live=d.is_live,
+            cordoned=d.cordoned,
+            usable_bytes=d.usable_bytes,
+            replicas=len(d.partitions),
+        )
+        for d in desc.log_dirs
+    ]
+
+
+def plan_new_partitions(
+    t: Topic,
+    bc: BrokerCluster,
+    describes: dict[int, wire.DescribeLogDirsResponse | None],
+    existing: dict[int, dict[str, Any]],
+) -> dict[int, dict[str, Any]]:
+    """Partition states for partitions the status does not have yet. Pure."""
+    missing = [p for p in range(t.spec.partitions) if p not in existing]
+    if not missing:
+        return {}
+    live = {i for i, d in describes.items() if d is not None}
+    rf = t.spec.replication_factor
+    if rf > len(live):
+        raise TopicNotReady(
+            f"replicationFactor {rf} needs {rf} live brokers; {len(live)} of "
+            f"{bc.spec.replicas} answer ({sorted(live)})",
+            "NotEnoughBrokers",
+        )
+    assignment = assign_partitions(
+        missing,
+        rf,
+        broker_infos(bc, live),
+        existing={p: [r["brokerId"] for r in s["replicas"]] for p, s in existing.items()},
+    )
+    planned: dict[int, dict[str, int]] = {}
+    out: dict[int, dict[str, Any]] = {}
+    for p in missing:
+        replicas = []
+        for b in assignment[p]:
+            desc = describes[b]
+            assert desc is not None
+            usage = planned.setdefault(b, {})
+            d = choose_log_dir(dir_usages(desc), usage)
+            usage[d.name] = usage.get(d.name, 0) + 1
+            replicas.append({"brokerId": b, "logDir": d.path})
+        out[p] = {
+            "partition": p,
+            "replicas": replicas,
+            "leader": assignment[p][0],
+            "leaderEpoch": 0,
+            "isr": list(assignment[p]),
+            "partitionEpoch": 0,
+            "offlineReplicas": [],
+        }
+    return out
+
+
+def leader_and_isr_parts(
+    t: Topic, states: list[dict[str, Any]], broker: int, new: set[int], min_isr: int
+) -> list[wire.LeaderAndIsrPartition]:
+    name = topic_name(t)
+    parts = []
+    for s in states:
+        ids = [r["brokerId"] for r in s["replicas"]]
+        if broker not in ids:
+            continue
+        parts.append(
+            wire.LeaderAndIsrPartition(
+                topic=name,
+                partition=s["partition"],
+                leader=s["leader"],
+                leader_epoch=s["leaderEpoch"],
+                isr=list(s["isr"]),
+                partition_epoch=s.get("partitionEpoch", 0),
+                replicas=ids,
+                is_new_replica=s["partition"] in new,
+                min_insync_replicas=min_isr,
+                configs=dict(t.spec.configs or {}),
+            )
+        )
+    return parts
+
+
+async def reconcile_topic(
+    kube: KubeClient, pool: BrokerPool, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Bring brokers and status in line with the spec; returns the status written."""
+    t = Topic.model_validate(body)
+    ns = t.metadata.namespace or "default"
+    gen = t.metadata.generation
+    status: dict[str, Any] = dict(body.get("status") or {})
+    conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
+    try:
+        cluster = await kube.get(BROKER_CLUSTERS, ns, t.spec.cluster_name)
+        if cluster is None:
+            raise TopicNotReady(
+                f"BrokerCluster {ns}/{t.spec.cluster_name} does not exist", "ClusterNotFound"
+            )
+        bc = BrokerCluster.model_validate(cluster)
+        ids = list(range(bc.spec.replicas))
+        describes = await pool.describe(ns, bc.metadata.name, ids)
+        existing = {s["partition"]: s for s in status.get("partitions") or []}
+        if t.spec.partitions < len(existing):
+            raise TopicNotReady(
+                f"partitions cannot decrease from {len(existing)} to {t.spec.partitions}",
+                "PartitionDecreaseRefused",
+                delay=60,
+            )
+        new = plan_new_partitions(t, bc, describes, existing)
+        states = sorted({**existing, **new}.values(), key=lambda s: s["partition"])
+        if new:
+            # The state of record first: a crash after this line is finished by the next pass.
+            conditions = set_condition(
+                conditions, "Ready", False, "Creating", f"creating {len(new)} partitions", gen
+            )
+            status = {
+                **status,
+                "topicName": topic_name(t),
+                "partitions": states,
+                "conditions": conditions,
+            }
+            await kube.patch_status(TOPICS, ns, t.metadata.name, status)
+        live = [i for i, d in describes.items() if d is not None]
+        offline = await _send_state(pool, ns, bc, t, states, live, set(new))
+        changed = False
+        for s in states:
+            want = sorted(
+                (set(offline.get(s["partition"], set())) | set(s.get("offlineReplicas", [])))
+                & {r["brokerId"] for r in s["replicas"]}
+            )
+            if want != s.get("offlineReplicas", []):
+                s["offlineReplicas"] = want
+                changed = True
+        offline_count = sum(len(s.get("offlineReplicas", [])) for s in states)
+        msg = f"{len(states)} partitions, replication factor {t.spec.replication_factor}" + (
+            f", {offline_count} replicas offline" if offline_count else ""
+        )
+        conditions = set_condition(conditions, "Ready", True, "Reconciled", msg, gen)
+        new_status = {
+            **status,
+            "observedGeneration": gen,
+            "topicName": topic_name(t),
+            "partitions": states,
+            "conditions": conditions,
+        }
+    except TopicNotReady as e:
+        conditions = set_condition(conditions, "Ready", False, e.reason, str(e), gen)
+        new_status = {**status, "observedGeneration": gen, "conditions": conditions}
+        if new_status != body.get("status"):
+            await kube.patch_status(TOPICS, ns, t.metadata.name, new_status)
+        raise
+    if new_status != body.get("status") or changed:
+        await kube.patch_status(TOPICS, ns, t.metadata.name, new_status)
+    return new_status
+
+
+async def _send_state(
+    pool: BrokerPool,
+    ns: str,
+    bc: BrokerCluster,
+    t: Topic,
+    states: list[dict[str, Any]],
+    live: list[int],
+    new: set[int],
+) -> dict[int, set[int]]:
+    """Preferred dirs, LeaderAndIsr, UpdateMetadata; returns offline replicas per partition."""
+    cluster = bc.metadata.name
+    name = topic_name(t)
+    min_isr = t.spec.min_insync_replicas or 1
+    endpoints = pool.endpoints(ns, cluster, live)
+    offline: dict[int, set[int]] = {}
+    for b in live:
+        client = await pool.client(ns, cluster, b)
+        moves = [
+            (name, s["partition"], r["logDir"])
+            for s in states
+            if s["partition"] in new
+            for r in s["replicas"]
+            if r["brokerId"] == b and r.get("logDir")
+        ]
+        try:
+            if moves:
+                # KIP-113: the broker remembers the directory of a replica it does not hold
+                # yet (REPLICA_NOT_AVAILABLE) and creates it there on LeaderAndIsr.
+                await client.alter_replica_log_dirs(moves)
+            parts = leader_and_isr_parts(t, states, b, new, min_isr)
+            if not parts:
+                continue
+            resp = await client.leader_and_isr(
+                wire.LeaderAndIsrRequest(
+                    controller_id=0,
+                    controller_epoch=CONTROLLER_EPOCH,
+                    partitions=parts,
+                    live_leaders=endpoints,
+                )
+            )
+        except StorageError as e:
+            log.warning(
+                "broker did not take the partition state",
+                extra={"event": "leader_and_isr_failed", "broker": b, "error": str(e)},
+            )
+            continue
+        for r in resp.partitions:
+            if r.error == "KAFKA_STORAGE_ERROR":
+                offline.setdefault(r.partition, set()).add(b)
+    meta = wire.UpdateMetadataRequest(
+        controller_id=0,
+        controller_epoch=CONTROLLER_EPOCH,
+        live_brokers=endpoints,
+        partitions=[
+            wire.PartitionMetadata(
+                topic=name,
+                partition=s["partition"],
+                leader=s["leader"],
+                leader_epoch=s["leaderEpoch"],
+                isr=list(s["isr"]),
+                replicas=[r["brokerId"] for r in s["replicas"]],
+                offline_replicas=sorted(
+                    offline.get(s["partition"], set())
+                    | ({r["brokerId"] for r in s["replicas"]} - set(live))
+                ),
+            )
+            for s in states
+        ],
+    )
+    for b in live:
+        try:
+            await (await pool.client(ns, cluster, b)).update_metadata(meta)
+        except StorageError:
+            continue
+    return offline
+
+
+async def delete_topic(kube: KubeClient, pool: BrokerPool, body: dict[str, Any]) -> None:
+    """StopReplica(delete) on every live broker holding a replica (KIP-112 scenario 8)."""
+    t = Topic.model_validate(body)
+    ns = t.metadata.namespace or "default"
+    status = body.get("status") or {}
+    states = status.get("partitions") or []
+    brokers = sorted({r["brokerId"] for s in states for r in s["replicas"]})
+    name = status.get("topicName") or topic_name(t)
+    for b in brokers:
+        parts = [
+            wire.StopReplicaPartition(topic=name, partition=s["partition"], delete=True)
+            for s in states
+            if b in {r["brokerId"] for r in s["replicas"]}
+        ]
+        try:
+            client = await pool.client(ns, t.spec.cluster_name, b)
+            await client.stop_replica(
+                wire.StopReplicaRequest(
+                    controller_id=0, controller_epoch=CONTROLLER_EPOCH, partitions=parts
+                )
+            )
+        except StorageError as e:
+            log.warning(
+                "could not delete replicas on broker",
+                extra={"event": "stop_replica_failed", "broker": b, "error": str(e)},
+            )

@@ -1,0 +1,134 @@
+"""kopf registrations only: each decorator delegates to ``handlers.<resource>``.
+
+Handlers reconcile from observed state (kopf #641): a change handler and a periodic timer call
+the same idempotent reconcile, serialised per object, so a missed or reordered event is
+repaired by the next pass. ``TopicNotReady`` ("not yet") becomes a kopf.TemporaryError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from .brokers import BrokerPool
+from .endpoint import ControllerEndpoint
+from .handlers import clusters, topics
+from .kube import KubeClient
+from .settings import OperatorSettings, load_settings
+
+GROUP, VERSION = "jbod.io", "v1alpha1"
+INTERVAL = float(os.environ.get("JBOD_OPERATOR_RECONCILE_INTERVAL_SECONDS", "10"))
+
+
+@dataclass
+class Ctx:
+    settings: OperatorSettings
+    kube: KubeClient
+    pool: BrokerPool
+    endpoint: ControllerEndpoint
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    def lock(self, body: Any) -> asyncio.Lock:
+        return self.locks.setdefault(body["metadata"]["uid"], asyncio.Lock())
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    # Progress and diff-base in annotations under our prefix: a strict status schema would
+    # prune kopf's own status fields.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.posting.level = logging.INFO
+    # Re-list at least every minute, so a watch that silently stalls costs a minute at most.
+    settings.watching.server_timeout = 60
+    settings.watching.client_timeout = 90
+    cfg = load_settings()
+    kube = KubeClient.from_env()
+    pool = BrokerPool(cfg, kube)
+    endpoint = ControllerEndpoint(kube, pool)
+    await endpoint.start(cfg.controller_listen_host, cfg.controller_listen_port)
+    memo["ctx"] = Ctx(cfg, kube, pool, endpoint)
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    ctx: Ctx | None = memo.get("ctx")
+    if ctx is not None:
+        await ctx.endpoint.stop()
+        await ctx.pool.close()
+        await ctx.kube.close()
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    return kopf.login_with_kubeconfig(**kwargs) or kopf.login_with_service_account(**kwargs)
+
+
+# -- BrokerCluster ------------------------------------------------------------------------
+
+
+async def _cluster(body: kopf.Body, memo: kopf.Memo) -> None:
+    ctx: Ctx = memo["ctx"]
+    if body.get("metadata", {}).get("deletionTimestamp"):
+        return
+    async with ctx.lock(body):
+        outcome = await clusters.reconcile_cluster(ctx.kube, ctx.pool, ctx.settings, dict(body))
+    for type_, reason, message in outcome.events:
+        kopf.event(body, type=type_, reason=reason, message=message)
+
+
+@kopf.on.resume(GROUP, VERSION, "brokerclusters", backoff=5)
+@kopf.on.create(GROUP, VERSION, "brokerclusters", backoff=5)
+@kopf.on.update(GROUP, VERSION, "brokerclusters", backoff=5, field="spec")
+async def cluster_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await _cluster(body, memo)
+
+
+@kopf.timer(GROUP, VERSION, "brokerclusters", interval=INTERVAL, initial_delay=INTERVAL, backoff=5)
+async def cluster_observe(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await _cluster(body, memo)
+
+
+# -- Topic --------------------------------------------------------------------------------
+
+
+async def _topic(body: kopf.Body, memo: kopf.Memo) -> None:
+    ctx: Ctx = memo["ctx"]
+    if body.get("metadata", {}).get("deletionTimestamp"):
+        return
+    async with ctx.lock(body):
+        try:
+            await topics.reconcile_topic(ctx.kube, ctx.pool, dict(body))
+        except topics.TopicNotReady as e:
+            raise kopf.TemporaryError(str(e), delay=e.delay) from e
+
+
+@kopf.on.resume(GROUP, VERSION, "topics", backoff=5)
+@kopf.on.create(GROUP, VERSION, "topics", backoff=5)
+@kopf.on.update(GROUP, VERSION, "topics", backoff=5, field="spec")
+async def topic_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await _topic(body, memo)
+
+
+@kopf.timer(GROUP, VERSION, "topics", interval=INTERVAL, initial_delay=INTERVAL, backoff=5)
+async def topic_observe(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    # A TemporaryError here is already in the Ready condition; the next tick tries again.
+    with contextlib.suppress(kopf.TemporaryError):
+        await _topic(body, memo)
+
+
+@kopf.on.delete(GROUP, VERSION, "topics", backoff=5)
+async def topic_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    ctx: Ctx = memo["ctx"]
+    async with ctx.lock(body):
+        await topics.delete_topic(ctx.kube, ctx.pool, dict(body))
+    ctx.locks.pop(body["metadata"]["uid"], None)

@@ -1,0 +1,30 @@
+"""Custom resources of the operator, as pydantic models: the one source for the CRD schemas
+(``crds/`` is generated from these) and for the operator's own reading and writing.
+
+Group ``jbod.io``, version ``v1alpha1``. Fields are camelCase on the wire (Kubernetes API
+conventions) and snake_case in Python.
+"""
+
+from .broker_cluster import BrokerCluster, BrokerClusterSpec, BrokerClusterStatus, LogDir
+from .common import GROUP, VERSION, Condition
+from .log_dir_move import LogDirMove, LogDirMoveSpec, LogDirMoveStatus
+from .reassignment import PartitionReassignment, PartitionReassignmentSpec
+from .topic import Topic, TopicSpec, TopicStatus
+
+__all__ = [
+    "GROUP",
+    "VERSION",
+    "BrokerCluster",
+    "BrokerClusterSpec",
+    "BrokerClusterStatus",
+    "Condition",
+    "LogDir",
+    "LogDirMove",
+    "LogDirMoveSpec",
+    "LogDirMoveStatus",
+    "PartitionReassignment",
+    "PartitionReassignmentSpec",
+    "Topic",
+    "TopicSpec",
+    "TopicStatus",
+]

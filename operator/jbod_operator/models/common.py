@@ -1,0 +1,101 @@
+"""Pieces shared by every resource: the API group, camelCase models, status conditions.
+
+Conditions follow the Kubernetes API conventions: a list keyed by ``type``, each with
+``status`` (True/False/Unknown), a CamelCase ``reason``, a ``message``, ``observedGeneration``
+and ``lastTransitionTime``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.alias_generators import to_camel
+
+GROUP = "jbod.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+DnsLabel = Annotated[
+    str, StringConstraints(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+]
+# Kafka's rules: 1-249 of [a-zA-Z0-9._-], but not "." or ".." (no lookahead in Go/Rust regexps,
+# so: an optional dot then a non-dot, or two dots then anything).
+TopicName = Annotated[
+    str,
+    StringConstraints(
+        min_length=1,
+        max_length=249,
+        pattern=r"^(\.?[a-zA-Z0-9_-]|\.\.[a-zA-Z0-9._-])[a-zA-Z0-9._-]*$",
+    ),
+]
+ResourceName = Annotated[
+    str,
+    StringConstraints(
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    ),
+]
+Quantity = Annotated[
+    str,
+    StringConstraints(
+        max_length=64,
+        pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$",
+    ),
+]
+BrokerId = Annotated[int, Field(ge=0, le=1_000_000)]
+PartitionId = Annotated[int, Field(ge=0, le=2**31 - 1)]
+# One path segment that is not "." or ".." (same trick as TopicName), and an absolute path of them.
+PATH_SEGMENT = r"(\.?[^/\x00.]|\.\.[^/\x00])[^/\x00]*"
+ABSOLUTE_PATH = rf"/{PATH_SEGMENT}(/{PATH_SEGMENT})*/?"
+AbsolutePath = Annotated[
+    str, StringConstraints(min_length=2, max_length=4096, pattern=rf"^{ABSOLUTE_PATH}$")
+]
+
+
+class CamelModel(BaseModel):
+    """camelCase on the wire, strict about unknown fields (the CRD prunes them anyway)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class Condition(CamelModel):
+    type: Annotated[str, StringConstraints(min_length=1, max_length=316)]
+    status: Literal["True", "False", "Unknown"]
+    reason: Annotated[
+        str,
+        StringConstraints(max_length=1024, pattern=r"^([A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?)?$"),
+    ] = ""
+    message: Annotated[str, StringConstraints(max_length=32768)] = ""
+    observed_generation: Annotated[int, Field(ge=0)] | None = None
+    last_transition_time: str | None = None
+
+
+class ResourceMeta(CamelModel):
+    """Kubernetes metadata as the operator needs it (the API server owns the real schema)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True
+    )
+    name: str
+    namespace: str | None = None
+    generation: int | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class CrdInfo:
+    """What the CRD generator needs besides the schema, declared on each resource model."""
+
+    kind: ClassVar[str]
+    plural: ClassVar[str]
+    short_names: ClassVar[list[str]]
+    printer_columns: ClassVar[list[dict[str, Any]]]

@@ -1,0 +1,137 @@
+"""LogDirMove: put replicas on chosen disks of their brokers, or drain a disk (KIP-113).
+
+The schema is complete here; the behaviour (progress, throttle, cancel, drain) is issue 7.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field, StringConstraints
+
+from .common import (
+    ABSOLUTE_PATH,
+    BrokerId,
+    CamelModel,
+    Condition,
+    PartitionId,
+    ResourceMeta,
+    ResourceName,
+    TopicName,
+)
+
+LogDirRef = Annotated[
+    str,
+    StringConstraints(
+        min_length=1, max_length=4096, pattern=rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?|{ABSOLUTE_PATH})$"
+    ),
+]
+
+
+class ReplicaMove(CamelModel):
+    broker_id: BrokerId
+    topic: TopicName
+    partition: PartitionId
+    log_dir: Annotated[
+        LogDirRef,
+        Field(description="A log dir name from the BrokerCluster spec, or its absolute path."),
+    ]
+
+
+class Drain(CamelModel):
+    broker_id: BrokerId
+    log_dir: LogDirRef
+
+
+class LogDirMoveSpec(CamelModel):
+    model_config = CamelModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "(has(self.moves) && size(self.moves) > 0) != has(self.drain)",
+                    "message": "set exactly one of moves or drain",
+                },
+            ]
+        }
+    }
+
+    cluster_name: ResourceName
+    # A replica listed twice is refused by the list-map keys (a CEL rule comparing every pair
+    # would be quadratic: the API server refuses such a CRD as far over its cost budget).
+    moves: Annotated[
+        list[ReplicaMove] | None,
+        Field(
+            max_length=10_000,
+            json_schema_extra={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["brokerId", "topic", "partition"],
+            },
+        ),
+    ] = None
+    drain: Drain | None = None
+    throttle_bytes_per_second: Annotated[int, Field(ge=0, le=2**53)] | None = None
+    timeout_seconds: Annotated[int, Field(ge=1, le=7 * 24 * 3600)] = 3600
+    replica_wait_seconds: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=24 * 3600,
+            description="How long to retry a replica that is not on its "
+            "broker yet (KIP-113's --timeout, default 10 s there).",
+        ),
+    ] = 10
+    max_concurrent_moves_per_broker: Annotated[int, Field(ge=1, le=64)] = 2
+    cancel: bool = False
+
+
+class ReplicaMoveStatus(CamelModel):
+    broker_id: int
+    topic: str
+    partition: int
+    source_log_dir: str | None = None
+    target_log_dir: str | None = None
+    bytes_copied: int = 0
+    bytes_total: int = 0
+    offset_lag: int = 0
+    state: str = "Pending"
+    message: str | None = None
+
+
+class LogDirMoveStatus(CamelModel):
+    observed_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    phase: str | None = None
+    replicas: list[ReplicaMoveStatus] = Field(default_factory=list)
+    bytes_copied: int | None = None
+    bytes_total: int | None = None
+    progress_percent: int | None = None
+    rate_bytes_per_second: int | None = None
+    eta_seconds: int | None = None
+
+
+class LogDirMove(CamelModel):
+    # The whole object as read from the API: apiVersion/kind and server fields pass through.
+    model_config = CamelModel.model_config | {"extra": "ignore"}
+
+    kind: ClassVar[str] = "LogDirMove"
+    plural: ClassVar[str] = "logdirmoves"
+    short_names: ClassVar[list[str]] = ["ldm"]
+    printer_columns: ClassVar[list[dict[str, Any]]] = [
+        {"name": "Cluster", "type": "string", "jsonPath": ".spec.clusterName"},
+        {"name": "State", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Progress", "type": "integer", "jsonPath": ".status.progressPercent"},
+        {"name": "Rate", "type": "integer", "jsonPath": ".status.rateBytesPerSecond"},
+        {"name": "ETA", "type": "integer", "jsonPath": ".status.etaSeconds"},
+        {
+            "name": "Message",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": '.status.conditions[?(@.type=="Progressing")].message',
+        },
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+
+    api_version: str = "jbod.io/v1alpha1"
+    metadata: ResourceMeta
+    spec: LogDirMoveSpec
+    status: LogDirMoveStatus | None = None

@@ -1,0 +1,150 @@
+"""Topic: partitions, replication and configs; its status is the controller's partition state
+(what Kafka keeps in ZooKeeper), so a restarted operator finds it again."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field, StringConstraints
+
+from .common import (
+    BrokerId,
+    CamelModel,
+    Condition,
+    PartitionId,
+    ResourceMeta,
+    ResourceName,
+    TopicName,
+)
+
+TopicConfigKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=255, pattern=r"^[a-z0-9.]+$")
+]
+
+
+class TopicSpec(CamelModel):
+    model_config = CamelModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.minInsyncReplicas)"
+                    " || self.minInsyncReplicas <= self.replicationFactor",
+                    "message": "minInsyncReplicas cannot exceed replicationFactor",
+                },
+                {
+                    # topicName's own rule only sees changes, not adding or removing it.
+                    "rule": "has(self.topicName) == has(oldSelf.topicName)",
+                    "message": "topicName is immutable: it cannot be added or removed",
+                },
+            ]
+        }
+    }
+
+    cluster_name: Annotated[
+        ResourceName,
+        Field(
+            description="The BrokerCluster (same namespace) holding this topic.",
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    {"rule": "self == oldSelf", "message": "clusterName is immutable"}
+                ]
+            },
+        ),
+    ]
+    topic_name: Annotated[
+        TopicName | None,
+        Field(
+            description="The topic's name in the brokers; defaults to metadata.name.",
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    {"rule": "self == oldSelf", "message": "topicName is immutable"}
+                ]
+            },
+        ),
+    ] = None
+    partitions: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=100_000,
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    {"rule": "self >= oldSelf", "message": "partitions cannot be decreased"}
+                ]
+            },
+        ),
+    ]
+    replication_factor: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=32,
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    {
+                        "rule": "self == oldSelf",
+                        "message": "replicationFactor is immutable here;"
+                        " use a PartitionReassignment",
+                    }
+                ]
+            },
+        ),
+    ]
+    min_insync_replicas: Annotated[int, Field(ge=1, le=32)] | None = None
+    configs: Annotated[
+        dict[TopicConfigKey, Annotated[str, StringConstraints(max_length=4096)]] | None,
+        Field(max_length=100, description="Topic configs (Kafka names), e.g. retention.ms."),
+    ] = None
+
+
+class ReplicaPlacement(CamelModel):
+    broker_id: BrokerId
+    log_dir: str | None = None
+
+
+class PartitionState(CamelModel):
+    partition: PartitionId
+    replicas: list[ReplicaPlacement]
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    partition_epoch: int = 0
+    offline_replicas: list[int] = Field(default_factory=list)
+
+
+class TopicStatus(CamelModel):
+    observed_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    topic_name: str | None = None
+    partitions: list[PartitionState] = Field(default_factory=list)
+
+
+class Topic(CamelModel):
+    # The whole object as read from the API: apiVersion/kind and server fields pass through.
+    model_config = CamelModel.model_config | {"extra": "ignore"}
+
+    kind: ClassVar[str] = "Topic"
+    plural: ClassVar[str] = "topics"
+    short_names: ClassVar[list[str]] = ["jt"]
+    printer_columns: ClassVar[list[dict[str, Any]]] = [
+        {"name": "Cluster", "type": "string", "jsonPath": ".spec.clusterName"},
+        {"name": "Partitions", "type": "integer", "jsonPath": ".spec.partitions"},
+        {"name": "RF", "type": "integer", "jsonPath": ".spec.replicationFactor"},
+        {
+            "name": "Ready",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+        },
+        {
+            "name": "Message",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": '.status.conditions[?(@.type=="Ready")].message',
+        },
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+
+    api_version: str = "jbod.io/v1alpha1"
+    metadata: ResourceMeta
+    spec: TopicSpec
+    status: TopicStatus | None = None

@@ -1,0 +1,57 @@
+"""Operator settings: one typed class fed from ``JBOD_OPERATOR_*`` environment variables.
+
+Validated once at start-up; a bad value stops the operator with a message naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+PREFIX = "JBOD_OPERATOR_"
+
+
+class SettingsError(ValueError):
+    pass
+
+
+class OperatorSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespace: str | None = None
+    """Watch only this namespace (``None``: all namespaces)."""
+    controller_listen_host: str = "0.0.0.0"
+    controller_listen_port: Annotated[int, Field(ge=0, le=65535)] = 8080
+    """Where the brokers-to-controller endpoint listens (AlterPartition, log dir events)."""
+    controller_url: str = "http://jbod-operator.jbod-system.svc:8080"
+    """The endpoint's address as brokers reach it; the cluster's path is appended."""
+    broker_url_template: str = "http://{sts}-{id}.{service}.{namespace}.svc:9092"
+    """How the operator reaches broker ``id`` of a cluster: fields {name} {namespace} {id}
+    {sts} {service}. In-cluster DNS by default; local processes use loopback URLs."""
+    broker_endpoints_file: str | None = None
+    """JSON ``{"<namespace>/<cluster>": {"<id>": "<url>"}}``, consulted before the template
+    (local brokers on free ports)."""
+    broker_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 5.0
+    reconcile_interval_seconds: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    """The periodic pass that compares what brokers report with status (kopf #641)."""
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> OperatorSettings:
+    environ = os.environ if env is None else env
+    fields = OperatorSettings.model_fields
+    values: dict[str, str] = {}
+    for key, value in environ.items():
+        if key.startswith(PREFIX):
+            name = key[len(PREFIX) :].lower()
+            if name not in fields:
+                raise SettingsError(f"unknown setting {key}")
+            values[name] = value
+    try:
+        return OperatorSettings.model_validate(values)
+    except ValidationError as e:
+        first = e.errors()[0]
+        name = PREFIX + str(first["loc"][0]).upper() if first["loc"] else "(settings)"
+        raise SettingsError(f"{name}: {first['msg']}") from e

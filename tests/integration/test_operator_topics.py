@@ -1,0 +1,250 @@
+"""The operator against the real API server with local broker processes (issue 5).
+
+A BrokerCluster yields its StatefulSet (one PVC template per disk), Service, ConfigMap, token
+Secret and PDB; a Topic yields assignments in its status that the local brokers serve; a
+producer and a consumer through it lose nothing; every reconcile is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jbod_broker.client import BrokerClient
+from jbod_broker.local import LocalCluster
+from jbod_broker.storage.names import TopicPartition
+from jbod_operator.brokers import BrokerPool
+from jbod_operator.handlers.clusters import reconcile_cluster
+from jbod_operator.handlers.topics import reconcile_topic
+from jbod_operator.kube import KubeClient
+from jbod_operator.settings import OperatorSettings
+from tests.integration.counting import CountingProducer, consume_all, verify
+from tests.kube_cluster import KubeCluster
+from tests.operator_harness import Kube, OperatorProcess, start_local_brokers, wait_for
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+NS = "topics-it"
+DIRS = ["a", "b", "c"]
+
+
+def broker_cluster(name: str = "demo", replicas: int = 3) -> dict[str, Any]:
+    return {
+        "apiVersion": "jbod.io/v1alpha1",
+        "kind": "BrokerCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "logDirs": [{"name": d, "size": "1Gi"} for d in DIRS],
+            "config": {"replica.lag.time.max.ms": "3000"},
+        },
+    }
+
+
+def topic(name: str, partitions: int, rf: int = 3, min_isr: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": "jbod.io/v1alpha1",
+        "kind": "Topic",
+        "metadata": {"name": name},
+        "spec": {
+            "clusterName": "demo",
+            "partitions": partitions,
+            "replicationFactor": rf,
+            "minInsyncReplicas": min_isr,
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def env(
+    kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Kube, OperatorProcess, LocalCluster]]:
+    work = tmp_path_factory.mktemp("operator")
+    kube_cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
+    kube_cluster.kubectl(
+        "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
+    )
+    kube_cluster.kubectl("create", "namespace", NS, check=False)
+    kube = Kube(kube_cluster, NS)
+    op = OperatorProcess(kube_cluster, NS, str(work))
+    op.start()
+    brokers: LocalCluster | None = None
+    try:
+        kube.apply(broker_cluster())
+        wait_for(lambda: kube.get("statefulset", "demo-broker"), what="the StatefulSet")
+        brokers = start_local_brokers(
+            op,
+            kube,
+            "demo",
+            str(work / "brokers"),
+            size=3,
+            dir_names=DIRS,
+            settings={"replica.lag.time.max.ms": "3000"},
+        )
+        yield kube, op, brokers
+    finally:
+        if brokers is not None:
+            brokers.stop()
+        op.stop()
+        print(op.tail())
+
+
+def test_broker_cluster_yields_statefulset_with_a_pvc_template_per_disk(
+    env: tuple[Kube, OperatorProcess, LocalCluster],
+) -> None:
+    kube, _op, _brokers = env
+    sts = kube.get("statefulset", "demo-broker")
+    assert sts is not None
+    templates = [t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]]
+    assert templates == ["data-a", "data-b", "data-c"]
+    assert sts["spec"]["replicas"] == 3
+    assert sts["spec"]["serviceName"] == "demo-brokers"
+    svc = kube.get("service", "demo-brokers")
+    assert svc is not None and svc["spec"]["clusterIP"] == "None"
+    assert kube.get("configmap", "demo-broker-config") is not None
+    assert kube.get("poddisruptionbudget", "demo-broker") is not None
+    assert kube.secret_value("demo-broker-token", "token")
+    ready = wait_for(
+        lambda: (
+            (c := kube.condition("brokercluster", "demo", "Ready")) and c["status"] == "True" and c
+        ),
+        what="BrokerCluster Ready",
+    )
+    assert ready["observedGeneration"] == 1
+    status = kube.get("brokercluster", "demo")["status"]  # type: ignore[index]
+    assert status["readyBrokers"] == 3
+    assert {d["name"] for d in status["brokers"][0]["logDirs"]} == set(DIRS)
+
+
+def leader_lookup(kube: Kube, brokers: LocalCluster, name: str) -> Any:
+    clients: dict[int, BrokerClient] = {}
+
+    def lookup(tp: TopicPartition) -> BrokerClient:
+        st = kube.get("topic", name)["status"]["partitions"]  # type: ignore[index]
+        leader = next(p["leader"] for p in st if p["partition"] == tp.partition)
+        if leader not in clients:
+            clients[leader] = BrokerClient(brokers[leader].url, token=brokers.token)
+        return clients[leader]
+
+    lookup.clients = clients  # type: ignore[attr-defined]
+    return lookup
+
+
+def test_topic_gets_assignments_and_brokers_serve_it(
+    env: tuple[Kube, OperatorProcess, LocalCluster],
+) -> None:
+    kube, _op, brokers = env
+    kube.apply(topic("orders", 3))
+    wait_for(
+        lambda: (c := kube.condition("topic", "orders", "Ready")) and c["status"] == "True",
+        what="Topic Ready",
+    )
+    status = kube.get("topic", "orders")["status"]  # type: ignore[index]
+    parts = status["partitions"]
+    assert [p["partition"] for p in parts] == [0, 1, 2]
+    assert {p["leader"] for p in parts} == {0, 1, 2}  # leaders spread over the brokers
+    for p in parts:
+        ids = [r["brokerId"] for r in p["replicas"]]
+        assert sorted(ids) == [0, 1, 2] and p["isr"] == ids
+        for r in p["replicas"]:
+            # The directory the operator chose is where the broker created the replica.
+            path = r["logDir"]
+            assert os.path.isdir(os.path.join(path, f"orders-{p['partition']}")), path
+
+    async def produce_consume() -> None:
+        lookup = leader_lookup(kube, brokers, "orders")
+        tps = [TopicPartition("orders", p) for p in range(3)]
+        prod = CountingProducer(lookup, tps)
+        for _ in range(20):
+            await prod.produce_one_round()
+        assert prod.acked_count == 300, prod.errors
+        consumed = {tp: await consume_all(lookup, tp) for tp in tps}
+        verify(prod.acked, consumed)
+        for c in lookup.clients.values():
+            await c.close()
+
+    asyncio.run(produce_consume())
+
+
+def test_partition_increase(env: tuple[Kube, OperatorProcess, LocalCluster]) -> None:
+    kube, _op, _brokers = env
+    kube.apply(topic("grow", 2))
+    wait_for(
+        lambda: len((kube.get("topic", "grow") or {}).get("status", {}).get("partitions", [])) == 2,
+        what="2 partitions",
+    )
+    before = kube.get("topic", "grow")["status"]["partitions"]  # type: ignore[index]
+    kube.apply(topic("grow", 5))
+    after = wait_for(
+        lambda: (
+            (p := (kube.get("topic", "grow") or {}).get("status", {}).get("partitions", []))
+            and len(p) == 5
+            and p
+        ),
+        what="5 partitions",
+    )
+    assert after[:2] == before  # existing partitions untouched
+    err = kube.run(
+        "apply", "-n", NS, "-f", "-", input=__import__("json").dumps(topic("grow", 3)), check=False
+    )
+    assert "partitions cannot be decreased" in err
+
+
+def test_every_reconcile_is_idempotent(
+    env: tuple[Kube, OperatorProcess, LocalCluster], kube_cluster: KubeCluster
+) -> None:
+    kube, op, _brokers = env
+    wait_for(
+        lambda: (c := kube.condition("topic", "orders", "Ready")) and c["status"] == "True",
+        what="Topic Ready",
+    )
+    # Stop the operator so only our two calls write.
+    op.stop()
+    try:
+        watched = [
+            ("brokercluster", "demo"),
+            ("topic", "orders"),
+            ("statefulset", "demo-broker"),
+            ("service", "demo-brokers"),
+            ("configmap", "demo-broker-config"),
+            ("secret", "demo-broker-token"),
+            ("poddisruptionbudget", "demo-broker"),
+        ]
+
+        async def run_twice() -> list[dict[str, str]]:
+            client = KubeClient.from_env(kube_cluster.kubeconfig)
+            settings = OperatorSettings(
+                namespace=NS,
+                controller_url=op.url,
+                broker_endpoints_file=op.endpoints_file,
+            )
+            pool = BrokerPool(settings, client)
+            versions = []
+            try:
+                for _ in range(2):
+                    bc = kube.get("brokercluster", "demo")
+                    await reconcile_cluster(client, pool, settings, bc)  # type: ignore[arg-type]
+                    t = kube.get("topic", "orders")
+                    await reconcile_topic(client, pool, t)  # type: ignore[arg-type]
+                    versions.append(
+                        {
+                            f"{k}/{n}": (kube.get(k, n) or {})["metadata"]["resourceVersion"]
+                            for k, n in watched
+                        }
+                    )
+            finally:
+                await pool.close()
+                await client.close()
+            return versions
+
+        first, second = asyncio.run(run_twice())
+        changed = {k: (first[k], second[k]) for k in first if first[k] != second[k]}
+        assert not changed, f"the second reconcile changed {changed}"
+    finally:
+        op.start()
