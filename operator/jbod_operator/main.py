@@ -81,7 +81,12 @@ async def _cluster(body: kopf.Body, memo: kopf.Memo) -> None:
     if body.get("metadata", {}).get("deletionTimestamp"):
         return
     async with ctx.lock(body):
-        outcome = await clusters.reconcile_cluster(ctx.kube, ctx.pool, ctx.settings, dict(body))
+        try:
+            outcome = await clusters.reconcile_cluster(ctx.kube, ctx.pool, ctx.settings, dict(body))
+        except clusters.StatefulSetTerminating as e:
+            for type_, reason, message in e.events:
+                kopf.event(body, type=type_, reason=reason, message=message)
+            raise kopf.TemporaryError(str(e), delay=2) from e
     for type_, reason, message in outcome.events:
         kopf.event(body, type=type_, reason=reason, message=message)
 
@@ -95,7 +100,9 @@ async def cluster_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.timer(GROUP, VERSION, "brokerclusters", interval=INTERVAL, initial_delay=INTERVAL, backoff=5)
 async def cluster_observe(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await _cluster(body, memo)
+    # A TemporaryError is retried by the change handler; the next tick observes again.
+    with contextlib.suppress(kopf.TemporaryError):
+        await _cluster(body, memo)
 
 
 # -- Topic --------------------------------------------------------------------------------

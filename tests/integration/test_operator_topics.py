@@ -248,3 +248,78 @@ def test_every_reconcile_is_idempotent(
         assert not changed, f"the second reconcile changed {changed}"
     finally:
         op.start()
+
+
+def test_topic_deletion_stops_and_deletes_replicas(
+    env: tuple[Kube, OperatorProcess, LocalCluster],
+) -> None:
+    kube, _op, brokers = env
+    kube.apply(topic("doomed", 2))
+    wait_for(
+        lambda: (c := kube.condition("topic", "doomed", "Ready")) and c["status"] == "True",
+        what="Topic Ready",
+    )
+    folders = [
+        os.path.join(r["logDir"], f"doomed-{p['partition']}")
+        for p in kube.get("topic", "doomed")["status"]["partitions"]  # type: ignore[index]
+        for r in p["replicas"]
+    ]
+    assert all(os.path.isdir(f) for f in folders)
+    kube.run("delete", "topic", "doomed", "-n", NS, "--timeout=60s")
+    wait_for(lambda: not any(os.path.exists(f) for f in folders), what="replica folders gone")
+
+    # Nothing of the topic is left on any broker, not even a -delete folder (after deletion).
+    def leftovers() -> list[str]:
+        return [
+            n
+            for b in brokers.brokers
+            for d in b.log_dirs
+            for n in os.listdir(d)
+            if n.startswith("doomed-")
+        ]
+
+    wait_for(lambda: not leftovers(), what="no doomed-* folder left")
+
+
+def test_adding_a_log_dir_recreates_the_statefulset_and_removal_is_refused_while_in_use(
+    env: tuple[Kube, OperatorProcess, LocalCluster],
+) -> None:
+    kube, _op, _brokers = env
+    uid = kube.get("statefulset", "demo-broker")["metadata"]["uid"]  # type: ignore[index]
+    bc = broker_cluster()
+    bc["spec"]["logDirs"].append({"name": "d", "size": "2Gi"})
+    kube.apply(bc)
+
+    def templates() -> list[str]:
+        kube.finish_orphan_deletions()
+        sts = kube.get("statefulset", "demo-broker") or {}
+        return [t["metadata"]["name"] for t in sts.get("spec", {}).get("volumeClaimTemplates", [])]
+
+    wait_for(lambda: templates() == ["data-a", "data-b", "data-c", "data-d"], what="4 templates")
+    assert kube.get("statefulset", "demo-broker")["metadata"]["uid"] != uid  # type: ignore[index]
+    # Removing "a", which holds replicas of "orders", is refused and named; the template stays.
+    bc["spec"]["logDirs"] = [d for d in bc["spec"]["logDirs"] if d["name"] != "a"]
+    kube.apply(bc)
+    cond = wait_for(
+        lambda: (
+            (c := kube.condition("brokercluster", "demo", "Degraded"))
+            and c["reason"] == "StorageChangeRefused"
+            and c
+        ),
+        what="removal refused",
+    )
+    assert "a" in cond["message"] and "holds" in cond["message"]
+    assert "data-a" in templates()
+    events = kube.run("get", "events", "-n", NS, "-o", "json")
+    assert "StorageChangeRefused" in events
+    # Put the spec back as it was.
+    kube.apply(
+        broker_cluster()
+        | {
+            "spec": broker_cluster()["spec"]
+            | {
+                "logDirs": [{"name": n, "size": "1Gi"} for n in DIRS]
+                + [{"name": "d", "size": "2Gi"}]
+            }
+        }
+    )

@@ -27,6 +27,14 @@ from ..storage_diff import diff_log_dirs, log_dirs_from_statefulset, removal_blo
 log = logging.getLogger(__name__)
 
 
+class StatefulSetTerminating(Exception):
+    """The old StatefulSet is still being deleted (orphan propagation): try again shortly."""
+
+    def __init__(self, message: str, events: list[tuple[str, str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.events = events or []
+
+
 @dataclass
 class ClusterOutcome:
     status: dict[str, Any]
@@ -118,6 +126,10 @@ async def reconcile_cluster(
     # 2. Storage changes, classified before anything acts on them.
     sts_name = builders.statefulset_name(bc)
     current_sts = await kube.get(STATEFULSETS, ns, sts_name)
+    if current_sts is not None and current_sts["metadata"].get("deletionTimestamp"):
+        # An earlier pass deleted it with orphan propagation; the garbage collector finishes
+        # that (pods and PVCs keep running), then the new StatefulSet is created and adopts them.
+        raise StatefulSetTerminating(f"waiting for StatefulSet {ns}/{sts_name} to be deleted")
     ids = list(range(bc.spec.replicas))
     describes = await pool.describe(ns, name, ids)
     effective = bc
@@ -160,8 +172,18 @@ async def reconcile_cluster(
         # PVCs, create the new one; it adopts the pods and rolls them onto the new template.
         await kube.delete(STATEFULSETS, ns, sts_name, propagation="Orphan")
         outcome.events.append(
-            ("Normal", "StatefulSetRecreated", "log dirs changed: StatefulSet recreated, PVCs kept")
+            (
+                "Normal",
+                "StatefulSetRecreated",
+                "log dirs changed: StatefulSet deleted with orphaned pods and PVCs; it is "
+                "created again with the new claim templates",
+            )
         )
+        left = await kube.get(STATEFULSETS, ns, sts_name)
+        if left is not None:
+            raise StatefulSetTerminating(
+                f"waiting for StatefulSet {ns}/{sts_name} to be deleted", outcome.events
+            )
     await kube.apply(STATEFULSETS, ns, sts)
 
     # 4. Observe and report.
