@@ -27,12 +27,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--log-level", default=os.environ.get("JBOD_LOG_LEVEL", "INFO"))
     args = ap.parse_args(argv)
+    if args.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        print(f"jbod-broker: --log-level {args.log_level!r} is not a log level", file=sys.stderr)
+        return 2
     try:
         config = load_config(args.config)
     except ConfigError as e:
         print(f"jbod-broker: configuration error: {e}", file=sys.stderr)
         return 2
-    setup_logging(args.log_level, broker=config.broker_id)
+    setup_logging(args.log_level.upper(), broker=config.broker_id)
     broker = Broker(config)
     try:
         web.run_app(

@@ -130,7 +130,8 @@ class BrokerConfig(BaseModel):
 
     @property
     def port(self) -> int:
-        return urlparse(self.listeners).port or 9092
+        port = urlparse(self.listeners).port
+        return 9092 if port is None else port
 
     @property
     def url(self) -> str:
@@ -168,14 +169,19 @@ class BrokerConfig(BaseModel):
                 max_message_bytes=pick("max.message.bytes", self.message_max_bytes),
                 flush_messages=flush_messages,
             )
+        except ConfigError:
+            raise
         except ValueError as e:
             raise ConfigError(f"invalid topic config: {e}") from e
 
     def read_token(self) -> str | None:
         if self.token_file is None:
             return None
-        with open(self.token_file, encoding="utf-8") as f:
-            token = f.read().strip()
+        try:
+            with open(self.token_file, encoding="utf-8") as f:
+                token = f.read().strip()
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"token.file {self.token_file}: not UTF-8 text") from e
         if len(token) < 16:
             raise ConfigError(f"token.file {self.token_file}: the token is shorter than 16 chars")
         return token

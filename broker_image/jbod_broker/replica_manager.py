@@ -196,6 +196,12 @@ class ReplicaManager:
             raise FencedLeaderEpochError(
                 f"{tp}: leader epoch {st.leader_epoch} is older than the current {p.leader_epoch}"
             )
+        if (
+            p is not None
+            and st.leader_epoch == p.leader_epoch
+            and st.partition_epoch < p.partition_epoch
+        ):
+            return  # an older view of the same leadership (a late resend): nothing to apply
         if self.broker_id not in st.replicas:
             raise UnknownTopicOrPartitionError(
                 f"broker {self.broker_id} is not a replica of {tp} (replicas {st.replicas})"

@@ -149,7 +149,7 @@ class Broker:
         self.halted = reason
         self.ready = False
         log.critical("no live log directory; stopping", extra={"event": "halt", "reason": reason})
-        if self._loop is not None:
+        if self._loop is not None and self.startup_report is not None:  # not during start-up
             self._loop.call_soon_threadsafe(lambda: os.kill(os.getpid(), signal.SIGTERM))
 
     def _dir_offline(self, d: str, reason: str, tps: list[TopicPartition]) -> None:

@@ -330,3 +330,17 @@ def test_entry_point_variables_are_not_settings(tmp_path: Path, token_file: Path
     path = write_props(tmp_path, base_props(tmp_path, token_file))
     cfg = load_config(path, env={var: path if var == "JBOD_CONFIG" else "DEBUG"})
     assert cfg.broker_id == 1
+
+
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_topic_flush_messages_below_one_is_refused(
+    tmp_path: Path, token_file: Path, value: str
+) -> None:
+    cfg = load(tmp_path, base_props(tmp_path, token_file))
+    with pytest.raises(ConfigError, match=re.escape("flush.messages")):
+        cfg.log_config({"flush.messages": value})
+
+
+def test_operator_variables_are_not_settings(tmp_path: Path, token_file: Path) -> None:
+    env = {"JBOD_OPERATOR_NAMESPACE": "kafka", "JBOD_BROKER_ID": "2"}
+    assert load(tmp_path, base_props(tmp_path, token_file), env).broker_id == 2

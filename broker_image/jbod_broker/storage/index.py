@@ -56,6 +56,10 @@ class OffsetIndex:
     def entries(self) -> int:
         return len(self._offsets)
 
+    @property
+    def fd(self) -> int:
+        return self._fd
+
     def write_pending(self) -> None:
         """Entries are kept in memory and written in bulk: one syscall per flush, not per batch.
 
@@ -150,6 +154,10 @@ class TimeIndex:
     @property
     def entries(self) -> int:
         return len(self._offsets)
+
+    @property
+    def fd(self) -> int:
+        return self._fd
 
     def write_pending(self) -> None:
         n = len(self._offsets)

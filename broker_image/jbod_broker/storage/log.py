@@ -110,6 +110,8 @@ class LogConfig:
             raise ValueError("index.interval.bytes must not be negative")
         if self.max_message_bytes < 64:
             raise ValueError("max.message.bytes must be at least 64")
+        if self.flush_messages is not None and self.flush_messages < 1:
+            raise ValueError(f"flush.messages must be at least 1, got {self.flush_messages}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +170,7 @@ class Log:
         self.offline = False
         self.successor: Log | None = None
         self._unflushed_records = 0
+        self._truncations = 0
         self.epochs = LeaderEpochCache([], self._persist_epochs)
 
     # -- construction ---------------------------------------------------------------------
@@ -521,6 +524,7 @@ class Log:
             if offset < self.log_start_offset:
                 self._truncate_fully_locked(offset)
                 return True
+            self._truncations += 1
             while len(self.segments) > 1 and self.active.base_offset >= offset:
                 self._remove_segment(self.active)
             self.active.truncate_to(offset)
@@ -536,6 +540,7 @@ class Log:
             self._truncate_fully_locked(offset)
 
     def _truncate_fully_locked(self, offset: int) -> None:
+        self._truncations += 1
         for seg in list(self.segments):
             self._remove_segment(seg)
         self._add_segment(offset)
@@ -609,9 +614,40 @@ class Log:
 
     @_follows_successor
     def flush(self) -> int:
-        """fsync what is not yet durable and advance the recovery point; returns it."""
+        """fsync what is not yet durable and advance the recovery point; returns it.
+
+        The fsyncs run outside the log's lock (on duplicated descriptors, so retention or a
+        move closing a segment meanwhile cannot break them): appends go on while the disk
+        writes back, as in Kafka. The recovery point advances to what was captured under the
+        lock, unless a truncation happened in between (then the next flush covers it).
+        """
         with self.lock, self._guard("flush"):
-            self._flush_locked()
+            if self.recovery_point >= self.log_end_offset:
+                return self.recovery_point
+            leo = self.log_end_offset
+            epoch = self._truncations
+            i = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
+            fds: list[int] = []
+            try:
+                for seg in self.segments[i:]:
+                    seg.index.write_pending()
+                    seg.time_index.write_pending()
+                    fds += [os.dup(seg.fd), os.dup(seg.index.fd), os.dup(seg.time_index.fd)]
+            except BaseException:
+                for fd in fds:
+                    os.close(fd)
+                raise
+            self._unflushed_records = 0
+        try:
+            with self._guard("flush"):
+                for fd in fds:
+                    os.fsync(fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self.lock:
+            if self._truncations == epoch and leo > self.recovery_point:
+                self.recovery_point = min(leo, self.log_end_offset)
             return self.recovery_point
 
     def _flush_locked(self) -> None:
@@ -733,7 +769,8 @@ class Log:
             self.log_start_offset = min(max(log_start_offset, self.segments[0].base_offset), leo)
             self.high_watermark = min(max(high_watermark, self.log_start_offset), leo)
             self.recovery_point = min(self.recovery_point, leo)
-            self.epochs = LeaderEpochCache(list(epochs), self._persist_epochs)
-            self.epochs.truncate_from_end(leo)
-            self.epochs.truncate_from_start(self.log_start_offset)
-            self._persist_epochs(format_epochs(self.epochs.entries()))
+            cache = LeaderEpochCache(list(epochs), lambda _data: None)
+            cache.truncate_from_end(leo)
+            cache.truncate_from_start(self.log_start_offset)
+            self.epochs = LeaderEpochCache(cache.entries(), self._persist_epochs)
+            self._persist_epochs(format_epochs(self.epochs.entries()))  # written once
