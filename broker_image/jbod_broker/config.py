@@ -92,6 +92,9 @@ class BrokerConfig(BaseModel):
         100 * 1024 * 1024
     )
     request_timeout_ms: Annotated[PositiveInt, Field(alias="request.timeout.ms")] = 30_000
+    broker_heartbeat_interval_ms: Annotated[
+        PositiveInt, Field(alias="broker.heartbeat.interval.ms")
+    ] = 1000
     controller_retry_backoff_ms: Annotated[
         PositiveInt, Field(alias="controller.retry.backoff.ms")
     ] = 200

@@ -3,6 +3,10 @@
 Both are retried with exponential backoff until the controller acknowledges; the broker keeps
 serving meanwhile (a pending ISR change keeps the *maximal* ISR for the high watermark). A log
 dir failure event is never dropped: KIP-112's controller must learn which replicas went offline.
+
+Heartbeats tell the controller the broker is alive. ``controller.url`` may list several
+addresses (comma-separated); a standby operator answers 503, and the channel moves on to the
+next address until it finds the active one.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ log = logging.getLogger(__name__)
 
 ALTER_PARTITION = "/v1/controller/alter-partition"
 LOG_DIR_EVENT = "/v1/controller/log-dir-event"
+HEARTBEAT = "/v1/controller/heartbeat"
 
 
 class ControllerChannel:
@@ -32,8 +37,14 @@ class ControllerChannel:
         on_alter_partition: Callable[[wire.AlterPartitionResult], None],
         backoff_ms: int = 200,
         backoff_max_ms: int = 5000,
+        heartbeat_interval_ms: int = 1000,
+        offline_dirs: Callable[[], list[str]] = list,
     ) -> None:
-        self.url = url.rstrip("/")
+        self.urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
+        self._current = 0
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.offline_dirs = offline_dirs
+        self.heartbeats_sent = 0
         self.broker_id = broker_id
         self.token = token
         self.on_alter_partition = on_alter_partition
@@ -43,14 +54,41 @@ class ControllerChannel:
         self._events: list[wire.LogDirEvent] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._beat: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
         self.sent_events = 0
 
+    @property
+    def url(self) -> str:
+        return self.urls[self._current % len(self.urls)]
+
     def start(self) -> None:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run())
+        self._beat = loop.create_task(self._heartbeats())
+
+    async def _heartbeats(self) -> None:
+        while True:
+            try:
+                await self._post(
+                    HEARTBEAT,
+                    wire.BrokerHeartbeat(
+                        broker_id=self.broker_id, offline_log_dirs=self.offline_dirs()
+                    ),
+                )
+                self.heartbeats_sent += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                pass
+            await asyncio.sleep(self.heartbeat_interval_ms / 1000)
 
     async def close(self) -> None:
+        if self._beat is not None:
+            self._beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._beat
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -75,13 +113,21 @@ class ControllerChannel:
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        async with self._session.post(
-            self.url + path, data=body.model_dump_json().encode(), headers=headers
-        ) as resp:
-            data = await resp.read()
-            if resp.status >= 400:
-                raise RuntimeError(f"controller answered {resp.status}: {data[:300]!r}")
-            return data
+        url = self.url
+        try:
+            async with self._session.post(
+                url + path, data=body.model_dump_json().encode(), headers=headers
+            ) as resp:
+                data = await resp.read()
+                if resp.status == 503:
+                    raise RuntimeError(f"{url} is not the active controller")
+                if resp.status >= 400:
+                    raise RuntimeError(f"controller answered {resp.status}: {data[:300]!r}")
+                return data
+        except (aiohttp.ClientError, TimeoutError, RuntimeError):
+            if self.urls[self._current % len(self.urls)] == url:
+                self._current += 1  # try the next address next time
+            raise
 
     async def _run(self) -> None:
         delay = self.backoff_ms

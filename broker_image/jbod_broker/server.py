@@ -89,6 +89,8 @@ class Broker:
                 on_alter_partition=self.replicas.alter_partition_done,
                 backoff_ms=self.config.controller_retry_backoff_ms,
                 backoff_max_ms=self.config.controller_retry_backoff_max_ms,
+                heartbeat_interval_ms=self.config.broker_heartbeat_interval_ms,
+                offline_dirs=lambda: sorted(self.logs.offline_dirs()),
             )
             self.controller.start()
             self.replicas.send_alter_partition = self.controller.alter_partition

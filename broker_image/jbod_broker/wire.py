@@ -234,6 +234,13 @@ class AlterPartitionResponse(Model):
     partitions: list[AlterPartitionResult]
 
 
+class BrokerHeartbeat(Model):
+    """Liveness: the controller counts a broker live while these arrive in its session."""
+
+    broker_id: BrokerId
+    offline_log_dirs: list[str] = Field(default_factory=list, max_length=1000)
+
+
 class LogDirEventKind(int, Enum):
     LOG_DIR_FAILURE = 1
 

@@ -1,7 +1,7 @@
 """``python -m jbod_operator`` (or ``jbod-operator``): run the operator.
 
-One active operator per cluster is the job of a Lease (a later issue); until then run one
-replica. Settings come from JBOD_OPERATOR_* variables (see settings.py).
+Run several replicas: one is active (it holds the Lease, see leadership.py), the others
+stand by. Settings come from JBOD_OPERATOR_* variables (see settings.py).
 """
 
 from __future__ import annotations

@@ -37,6 +37,8 @@ class BrokerPool:
         self.kube = kube
         self._clients: dict[tuple[str, str], BrokerClient] = {}
         self._tokens: dict[tuple[str, str], str] = {}
+        self.controller_epoch = 0
+        """Set from the Lease when this operator becomes active; sent with every request."""
 
     def _endpoints_file(self) -> dict[str, dict[str, str]]:
         path = self.settings.broker_endpoints_file

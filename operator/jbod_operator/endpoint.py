@@ -1,10 +1,9 @@
 """The controller's endpoint for brokers: AlterPartition and log dir failure events.
 
 Each cluster's brokers post to ``/clusters/<namespace>/<name>/v1/controller/...`` with that
-cluster's bearer token. AlterPartition is validated against the partition state of record
-(the Topic's status: leader, leader epoch, partition epoch) and persisted with the status'
-resourceVersion (a concurrent writer makes us re-read, never overwrite); stale requests are
-refused and change nothing.
+cluster's bearer token. AlterPartition and heartbeats go to that
+cluster's ``ClusterController`` (which validates against the partition state of record);
+only the active operator answers, a standby says 503.
 """
 
 from __future__ import annotations
@@ -13,7 +12,8 @@ import datetime as dt
 import hmac
 import logging
 import uuid
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from aiohttp import web
 from pydantic import ValidationError
@@ -21,7 +21,8 @@ from pydantic import ValidationError
 from jbod_broker import wire
 
 from .brokers import BrokerPool
-from .kube import EVENTS, TOPICS, ApiError, KubeClient
+from .cluster_controller import ClusterController
+from .kube import EVENTS, ApiError, KubeClient
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +31,18 @@ M = TypeVar("M", bound=wire.Model)
 
 
 class ControllerEndpoint:
-    def __init__(self, kube: KubeClient, pool: BrokerPool) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        pool: BrokerPool,
+        *,
+        controllers: Callable[[str, str], ClusterController | None] | None = None,
+        is_leader: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.kube = kube
         self.pool = pool
+        self.controllers = controllers or (lambda _ns, _name: None)
+        self.is_leader = is_leader
         self.log_dir_events: list[tuple[str, str, wire.LogDirEvent]] = []
         self._runner: web.AppRunner | None = None
 
@@ -42,7 +52,9 @@ class ControllerEndpoint:
         base = "/clusters/{namespace}/{name}/v1/controller"
         app.router.add_post(base + "/alter-partition", alter_partition)
         app.router.add_post(base + "/log-dir-event", log_dir_event)
+        app.router.add_post(base + "/heartbeat", heartbeat)
         app.router.add_get("/healthz", healthz)
+        app.router.add_get("/readyz", readyz)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
@@ -56,6 +68,10 @@ class ControllerEndpoint:
             await self._runner.cleanup()
 
     async def authorize(self, request: web.Request) -> tuple[str, str]:
+        if not self.is_leader():
+            # Brokers move on to the next controller address (and a Service routes only to
+            # the ready, i.e. active, operator).
+            raise web.HTTPServiceUnavailable(reason="not the active controller")
         ns, name = request.match_info["namespace"], request.match_info["name"]
         token = await self.pool.token(ns, name)
         header = request.headers.get("Authorization", "")
@@ -63,64 +79,6 @@ class ControllerEndpoint:
         if token is None or not given or not hmac.compare_digest(given, token):
             raise web.HTTPUnauthorized(reason="missing or wrong bearer token")
         return ns, name
-
-    async def find_topic(self, ns: str, cluster: str, topic: str) -> dict[str, Any] | None:
-        for t in await self.kube.list(TOPICS, ns):
-            spec, status = t.get("spec", {}), t.get("status") or {}
-            name = status.get("topicName") or spec.get("topicName") or t["metadata"]["name"]
-            if spec.get("clusterName") == cluster and name == topic:
-                return t
-        return None
-
-    async def apply_isr(
-        self, ns: str, cluster: str, broker: int, item: wire.AlterPartitionItem
-    ) -> wire.AlterPartitionResult:
-        for _attempt in range(5):
-            t = await self.find_topic(ns, cluster, item.topic)
-            states = (t or {}).get("status", {}).get("partitions") or []
-            st = next((s for s in states if s["partition"] == item.partition), None)
-            if t is None or st is None:
-                return wire.AlterPartitionResult(
-                    topic=item.topic, partition=item.partition, error="UNKNOWN_TOPIC_OR_PARTITION"
-                )
-            replicas = [r["brokerId"] for r in st["replicas"]]
-            err = None
-            if broker != st["leader"] or item.leader_epoch != st["leaderEpoch"]:
-                err = "FENCED_LEADER_EPOCH"
-            elif item.partition_epoch != st.get("partitionEpoch", 0):
-                err = "INVALID_UPDATE_VERSION"
-            elif not set(item.new_isr) <= set(replicas) or st["leader"] not in item.new_isr:
-                err = "INVALID_REQUEST"
-            if err is None:
-                st["isr"] = list(item.new_isr)
-                st["partitionEpoch"] = st.get("partitionEpoch", 0) + 1
-                try:
-                    await self.kube.replace_status(TOPICS, ns, t)
-                except ApiError as e:
-                    if e.status == 409:
-                        continue  # someone wrote the status since we read it: read again
-                    raise
-                log.info(
-                    "ISR changed",
-                    extra={
-                        "event": "isr_change",
-                        "topic": item.topic,
-                        "partition": item.partition,
-                        "isr": item.new_isr,
-                    },
-                )
-            return wire.AlterPartitionResult(
-                topic=item.topic,
-                partition=item.partition,
-                error=err,
-                leader=st["leader"],
-                leader_epoch=st["leaderEpoch"],
-                isr=list(st["isr"]),
-                partition_epoch=st.get("partitionEpoch", 0),
-            )
-        return wire.AlterPartitionResult(
-            topic=item.topic, partition=item.partition, error="CONCURRENT_TRANSACTIONS"
-        )
 
     async def post_event(
         self, ns: str, cluster: str, reason: str, message: str, type_: str = "Warning"
@@ -154,6 +112,24 @@ async def healthz(_request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
+async def readyz(request: web.Request) -> web.Response:
+    """Ready means active: the Service in front of the operators routes brokers to it only."""
+    if request.app[CTX].is_leader():
+        return web.json_response({"status": "active"})
+    return web.json_response({"status": "standby"}, status=503)
+
+
+async def heartbeat(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    ns, cluster = await ctx.authorize(request)
+    hb = await _body(request, wire.BrokerHeartbeat)
+    ctrl = ctx.controllers(ns, cluster)
+    if ctrl is None:
+        raise web.HTTPServiceUnavailable(reason=f"no controller for {ns}/{cluster} yet")
+    ctrl.heartbeat(hb.broker_id)
+    return web.json_response({"controller_epoch": ctx.pool.controller_epoch})
+
+
 async def _body(request: web.Request, model: type[M]) -> M:
     try:
         return model.model_validate_json(await request.read())
@@ -165,7 +141,10 @@ async def alter_partition(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
     ns, cluster = await ctx.authorize(request)
     req = await _body(request, wire.AlterPartitionRequest)
-    results = [await ctx.apply_isr(ns, cluster, req.broker_id, item) for item in req.partitions]
+    ctrl = ctx.controllers(ns, cluster)
+    if ctrl is None:
+        raise web.HTTPServiceUnavailable(reason=f"no controller for {ns}/{cluster} yet")
+    results = [await ctrl.alter_partition(req.broker_id, item) for item in req.partitions]
     return web.Response(
         body=wire.AlterPartitionResponse(partitions=results).model_dump_json(),
         content_type="application/json",
@@ -177,6 +156,9 @@ async def log_dir_event(request: web.Request) -> web.Response:
     ns, cluster = await ctx.authorize(request)
     ev = await _body(request, wire.LogDirEvent)
     ctx.log_dir_events.append((ns, cluster, ev))
+    ctrl = ctx.controllers(ns, cluster)
+    if ctrl is not None:
+        ctrl.log_dir_failed(ev.broker)
     replicas = ", ".join(f"{r.topic}-{r.partition}" for r in ev.offline_replicas) or "none"
     await ctx.post_event(
         ns,

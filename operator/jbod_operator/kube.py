@@ -296,6 +296,12 @@ class KubeClient:
             sub="status",
         )
 
+    async def replace(self, res: Resource, namespace: str | None, obj: dict[str, Any]) -> Any:
+        """PUT with the object's resourceVersion: 409 if someone changed it since we read it."""
+        return await self._call(
+            "update", res, "PUT", res.path(namespace, obj["metadata"]["name"]), body=obj
+        )
+
     async def delete(
         self, res: Resource, namespace: str | None, name: str, *, propagation: str | None = None
     ) -> bool:

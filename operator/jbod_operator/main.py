@@ -17,9 +17,11 @@ from typing import Any
 import kopf
 
 from .brokers import BrokerPool
+from .cluster_controller import ClusterController
 from .endpoint import ControllerEndpoint
 from .handlers import clusters, topics
 from .kube import KubeClient
+from .leadership import LeaseElector
 from .settings import OperatorSettings, load_settings
 
 GROUP, VERSION = "jbod.io", "v1alpha1"
@@ -31,11 +33,48 @@ class Ctx:
     settings: OperatorSettings
     kube: KubeClient
     pool: BrokerPool
-    endpoint: ControllerEndpoint
+    elector: LeaseElector
+    endpoint: ControllerEndpoint | None = None
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    controllers: dict[tuple[str, str], ClusterController] = field(default_factory=dict)
 
     def lock(self, body: Any) -> asyncio.Lock:
         return self.locks.setdefault(body["metadata"]["uid"], asyncio.Lock())
+
+    def controller_for(self, ns: str, name: str) -> ClusterController | None:
+        if not self.elector.is_leader:
+            return None
+        return self.controllers.get((ns, name))
+
+    def ensure_controller(self, ns: str, name: str) -> ClusterController:
+        c = self.controllers.get((ns, name))
+        if c is None:
+            c = ClusterController(
+                ns,
+                name,
+                self.kube,
+                self.pool,
+                session_timeout_s=self.settings.session_timeout_seconds,
+                preferred_election=self.settings.preferred_leader_election,
+                on_fenced=self.elector.step_down,
+            )
+            self.controllers[(ns, name)] = c
+            if self.elector.is_leader:
+                c.start()
+        return c
+
+    async def elected(self, epoch: int) -> None:
+        self.pool.controller_epoch = epoch
+        for c in self.controllers.values():
+            c.start()  # a fresh view: every broker is probed as it heartbeats (scenario 6)
+
+    async def deposed(self) -> None:
+        for c in self.controllers.values():
+            await c.stop()
+
+    def require_leader(self) -> None:
+        if not self.elector.is_leader:
+            raise kopf.TemporaryError("standby: another operator holds the Lease", delay=5)
 
 
 @kopf.on.startup()
@@ -54,16 +93,33 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     cfg = load_settings()
     kube = KubeClient.from_env()
     pool = BrokerPool(cfg, kube)
-    endpoint = ControllerEndpoint(kube, pool)
-    await endpoint.start(cfg.controller_listen_host, cfg.controller_listen_port)
-    memo["ctx"] = Ctx(cfg, kube, pool, endpoint)
+    elector = LeaseElector(
+        kube,
+        cfg.lease_namespace or cfg.namespace or "default",
+        cfg.lease_name,
+        lease_seconds=cfg.lease_seconds,
+        renew_seconds=cfg.lease_renew_seconds,
+        margin_seconds=min(cfg.lease_renew_seconds, cfg.lease_seconds / 3),
+    )
+    ctx = Ctx(cfg, kube, pool, elector)
+    elector.on_elected = ctx.elected
+    elector.on_deposed = ctx.deposed
+    ctx.endpoint = ControllerEndpoint(
+        kube, pool, controllers=ctx.controller_for, is_leader=lambda: elector.is_leader
+    )
+    await ctx.endpoint.start(cfg.controller_listen_host, cfg.controller_listen_port)
+    memo["ctx"] = ctx
+    elector.start()
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     ctx: Ctx | None = memo.get("ctx")
     if ctx is not None:
-        await ctx.endpoint.stop()
+        await ctx.deposed()
+        await ctx.elector.stop(release=True)
+        if ctx.endpoint is not None:
+            await ctx.endpoint.stop()
         await ctx.pool.close()
         await ctx.kube.close()
 
@@ -80,6 +136,8 @@ async def _cluster(body: kopf.Body, memo: kopf.Memo) -> None:
     ctx: Ctx = memo["ctx"]
     if body.get("metadata", {}).get("deletionTimestamp"):
         return
+    ctx.ensure_controller(body["metadata"]["namespace"], body["metadata"]["name"])
+    ctx.require_leader()
     async with ctx.lock(body):
         try:
             outcome = await clusters.reconcile_cluster(ctx.kube, ctx.pool, ctx.settings, dict(body))
@@ -98,6 +156,14 @@ async def cluster_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     await _cluster(body, memo)
 
 
+@kopf.on.delete(GROUP, VERSION, "brokerclusters", optional=True)
+async def cluster_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    ctx: Ctx = memo["ctx"]
+    c = ctx.controllers.pop((body["metadata"]["namespace"], body["metadata"]["name"]), None)
+    if c is not None:
+        await c.stop()
+
+
 @kopf.timer(GROUP, VERSION, "brokerclusters", interval=INTERVAL, initial_delay=INTERVAL, backoff=5)
 async def cluster_observe(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     # A TemporaryError is retried by the change handler; the next tick observes again.
@@ -112,9 +178,12 @@ async def _topic(body: kopf.Body, memo: kopf.Memo) -> None:
     ctx: Ctx = memo["ctx"]
     if body.get("metadata", {}).get("deletionTimestamp"):
         return
+    ctx.require_leader()
+    ns = body["metadata"]["namespace"]
+    ctrl = ctx.ensure_controller(ns, body["spec"]["clusterName"])
     async with ctx.lock(body):
         try:
-            await topics.reconcile_topic(ctx.kube, ctx.pool, dict(body))
+            await topics.reconcile_topic(ctx.kube, ctx.pool, dict(body), ctrl.lock)
         except topics.TopicNotReady as e:
             raise kopf.TemporaryError(str(e), delay=e.delay) from e
 
@@ -136,6 +205,7 @@ async def topic_observe(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.delete(GROUP, VERSION, "topics", backoff=5)
 async def topic_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     ctx: Ctx = memo["ctx"]
+    ctx.require_leader()
     async with ctx.lock(body):
         await topics.delete_topic(ctx.kube, ctx.pool, dict(body))
     ctx.locks.pop(body["metadata"]["uid"], None)

@@ -37,6 +37,17 @@ class OperatorSettings(BaseModel):
     broker_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 5.0
     reconcile_interval_seconds: Annotated[float, Field(gt=0, le=3600)] = 10.0
     """The periodic pass that compares what brokers report with status (kopf #641)."""
+    lease_namespace: str | None = None
+    """Where the leadership Lease lives (default: ``namespace``, else "default")."""
+    lease_name: str = "jbod-operator-leader"
+    lease_seconds: Annotated[float, Field(ge=2, le=300)] = 15.0
+    """A standby takes over this long after the active operator stopped renewing."""
+    lease_renew_seconds: Annotated[float, Field(gt=0, le=60)] = 3.0
+    session_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 6.0
+    """A broker whose heartbeats stop for this long is dead: its partitions get new leaders."""
+    preferred_leader_election: bool = True
+    """Return leadership to the preferred replica once it is back in the ISR (Kafka's
+    auto.leader.rebalance.enable, on by default)."""
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> OperatorSettings:

@@ -39,6 +39,7 @@ class ControllerStub:
         self.log_dir_events: list[wire.LogDirEvent] = []
         self.alter_requests: list[wire.AlterPartitionRequest] = []
         self.dead: set[int] = set()
+        self.heartbeats: dict[int, int] = {}
         self._runner: web.AppRunner | None = None
         self._clients: dict[int, BrokerClient] = {}
 
@@ -50,6 +51,7 @@ class ControllerStub:
         app = web.Application()
         app.router.add_post("/v1/controller/alter-partition", self._alter_partition)
         app.router.add_post("/v1/controller/log-dir-event", self._log_dir_event)
+        app.router.add_post("/v1/controller/heartbeat", self._heartbeat)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
@@ -111,6 +113,11 @@ class ControllerStub:
             body=wire.AlterPartitionResponse(partitions=out).model_dump_json(),
             content_type="application/json",
         )
+
+    async def _heartbeat(self, request: web.Request) -> web.Response:
+        hb = wire.BrokerHeartbeat.model_validate_json(await request.read())
+        self.heartbeats[hb.broker_id] = self.heartbeats.get(hb.broker_id, 0) + 1
+        return web.json_response({"ok": True})
 
     async def _log_dir_event(self, request: web.Request) -> web.Response:
         ev = wire.LogDirEvent.model_validate_json(await request.read())
@@ -217,14 +224,22 @@ class ControllerStub:
         await self.update_metadata()
         return tps
 
-    async def elect(self, tp: TopicPartition, *, exclude: set[int] | None = None) -> int:
-        """A new leader from the live ISR (no unclean election), new epoch, broadcast."""
+    async def elect(
+        self,
+        tp: TopicPartition,
+        *,
+        exclude: set[int] | None = None,
+        preferred: int | None = None,
+    ) -> int:
+        """A new leader from the live ISR (no unclean election), new epoch, broadcast.
+
+        ``preferred`` is taken when it is a live ISR member (a preferred-leader election)."""
         st = self.state[tp]
         gone = (exclude or set()) | self.dead | st.offline
         candidates = [r for r in st.isr if r not in gone]
         if not candidates:
             raise RuntimeError(f"{tp}: no live ISR member to elect (ISR {st.isr})")
-        st.leader = candidates[0]
+        st.leader = preferred if preferred in candidates else candidates[0]
         st.isr = candidates
         st.leader_epoch += 1
         st.partition_epoch += 1

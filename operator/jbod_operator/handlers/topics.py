@@ -8,6 +8,7 @@ new sends the same full state (brokers treat it as a no-op) and writes no status
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -21,9 +22,6 @@ from ..kube import BROKER_CLUSTERS, TOPICS, KubeClient
 from ..models import BrokerCluster, Topic
 
 log = logging.getLogger(__name__)
-
-CONTROLLER_EPOCH = 1
-"""Constant until the Lease-based controller epoch (KIP-112 scenario 6, a later issue)."""
 
 
 class TopicNotReady(Exception):
@@ -135,9 +133,17 @@ def leader_and_isr_parts(
 
 
 async def reconcile_topic(
-    kube: KubeClient, pool: BrokerPool, body: dict[str, Any]
+    kube: KubeClient,
+    pool: BrokerPool,
+    body: dict[str, Any],
+    lock: asyncio.Lock | None = None,
 ) -> dict[str, Any]:
-    """Bring brokers and status in line with the spec; returns the status written."""
+    """Create missing partitions and report readiness; returns the status written.
+
+    Leader and ISR of existing partitions belong to the cluster's controller
+    (``ClusterController``); this handler only adds partitions, under the controller's lock
+    and on a freshly read status, so it never writes back a stale leader or ISR.
+    """
     t = Topic.model_validate(body)
     ns = t.metadata.namespace or "default"
     gen = t.metadata.generation
@@ -151,7 +157,6 @@ async def reconcile_topic(
             )
         bc = BrokerCluster.model_validate(cluster)
         ids = list(range(bc.spec.replicas))
-        describes = await pool.describe(ns, bc.metadata.name, ids)
         existing = {s["partition"]: s for s in status.get("partitions") or []}
         if t.spec.partitions < len(existing):
             raise TopicNotReady(
@@ -159,52 +164,72 @@ async def reconcile_topic(
                 "PartitionDecreaseRefused",
                 delay=60,
             )
-        new = plan_new_partitions(t, bc, describes, existing)
-        states = sorted({**existing, **new}.values(), key=lambda s: s["partition"])
-        if new:
-            # The state of record first: a crash after this line is finished by the next pass.
-            conditions = set_condition(
-                conditions, "Ready", False, "Creating", f"creating {len(new)} partitions", gen
-            )
-            status = {
-                **status,
-                "topicName": topic_name(t),
-                "partitions": states,
-                "conditions": conditions,
-            }
-            await kube.patch_status(TOPICS, ns, t.metadata.name, status)
-        live = [i for i, d in describes.items() if d is not None]
-        offline = await _send_state(pool, ns, bc, t, states, live, set(new))
-        changed = False
-        for s in states:
-            want = sorted(
-                (set(offline.get(s["partition"], set())) | set(s.get("offlineReplicas", [])))
-                & {r["brokerId"] for r in s["replicas"]}
-            )
-            if want != s.get("offlineReplicas", []):
-                s["offlineReplicas"] = want
-                changed = True
-        offline_count = sum(len(s.get("offlineReplicas", [])) for s in states)
-        msg = f"{len(states)} partitions, replication factor {t.spec.replication_factor}" + (
-            f", {offline_count} replicas offline" if offline_count else ""
+        if len(existing) < t.spec.partitions:
+            describes = await pool.describe(ns, bc.metadata.name, ids)
+            async with lock or asyncio.Lock():
+                fresh = await kube.get(TOPICS, ns, t.metadata.name)
+                if fresh is None:
+                    return status
+                status = dict(fresh.get("status") or {})
+                conditions = list(status.get("conditions") or [])
+                existing = {s["partition"]: s for s in status.get("partitions") or []}
+                new = plan_new_partitions(t, bc, describes, existing)
+                if new:
+                    # The state of record first: a crash after this is finished by the next pass.
+                    states = sorted({**existing, **new}.values(), key=lambda s: s["partition"])
+                    conditions = set_condition(
+                        conditions,
+                        "Ready",
+                        False,
+                        "Creating",
+                        f"creating {len(new)} partitions",
+                        gen,
+                    )
+                    fresh["status"] = status = {
+                        **status,
+                        "topicName": topic_name(t),
+                        "partitions": states,
+                        "conditions": conditions,
+                    }
+                    await kube.replace_status(TOPICS, ns, fresh)
+                    live = [i for i, d in describes.items() if d is not None]
+                    await _send_state(pool, ns, bc, t, states, live, set(new))
+        states = status.get("partitions") or []
+        offline = sorted({r for s in states for r in s.get("offlineReplicas", [])})
+        leaderless = [s["partition"] for s in states if s["leader"] < 0]
+        msg = f"{len(states)} partitions, replication factor {t.spec.replication_factor}"
+        if offline:
+            msg += f"; replicas on brokers {offline} offline"
+        if leaderless:
+            msg += f"; partitions {leaderless} have no leader"
+        conditions = set_condition(
+            conditions,
+            "Ready",
+            not leaderless,
+            "Reconciled" if not leaderless else "OfflinePartitions",
+            msg,
+            gen,
         )
-        conditions = set_condition(conditions, "Ready", True, "Reconciled", msg, gen)
         new_status = {
             **status,
             "observedGeneration": gen,
             "topicName": topic_name(t),
-            "partitions": states,
             "conditions": conditions,
         }
     except TopicNotReady as e:
         conditions = set_condition(conditions, "Ready", False, e.reason, str(e), gen)
         new_status = {**status, "observedGeneration": gen, "conditions": conditions}
         if new_status != body.get("status"):
-            await kube.patch_status(TOPICS, ns, t.metadata.name, new_status)
+            await kube.patch_status(TOPICS, ns, t.metadata.name, _conditions_only(new_status))
         raise
-    if new_status != body.get("status") or changed:
-        await kube.patch_status(TOPICS, ns, t.metadata.name, new_status)
+    if new_status != status or new_status != body.get("status"):
+        await kube.patch_status(TOPICS, ns, t.metadata.name, _conditions_only(new_status))
     return new_status
+
+
+def _conditions_only(status: dict[str, Any]) -> dict[str, Any]:
+    """What this handler may merge-patch: never the partition states (the controller's)."""
+    return {k: v for k, v in status.items() if k != "partitions"}
 
 
 async def _send_state(
@@ -242,7 +267,7 @@ async def _send_state(
             resp = await client.leader_and_isr(
                 wire.LeaderAndIsrRequest(
                     controller_id=0,
-                    controller_epoch=CONTROLLER_EPOCH,
+                    controller_epoch=pool.controller_epoch,
                     partitions=parts,
                     live_leaders=endpoints,
                 )
@@ -258,7 +283,7 @@ async def _send_state(
                 offline.setdefault(r.partition, set()).add(b)
     meta = wire.UpdateMetadataRequest(
         controller_id=0,
-        controller_epoch=CONTROLLER_EPOCH,
+        controller_epoch=pool.controller_epoch,
         live_brokers=endpoints,
         partitions=[
             wire.PartitionMetadata(
@@ -302,7 +327,7 @@ async def delete_topic(kube: KubeClient, pool: BrokerPool, body: dict[str, Any])
             client = await pool.client(ns, t.spec.cluster_name, b)
             await client.stop_replica(
                 wire.StopReplicaRequest(
-                    controller_id=0, controller_epoch=CONTROLLER_EPOCH, partitions=parts
+                    controller_id=0, controller_epoch=pool.controller_epoch, partitions=parts
                 )
             )
         except StorageError as e:

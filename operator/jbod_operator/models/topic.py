@@ -109,7 +109,13 @@ class PartitionState(CamelModel):
     leader_epoch: int
     isr: list[int]
     partition_epoch: int = 0
-    offline_replicas: list[int] = Field(default_factory=list)
+    offline_replicas: list[int] = Field(
+        default_factory=list,
+        description="KIP-112: replicas on dead brokers and replicas on failed log dirs.",
+    )
+    disk_offline_replicas: list[int] = Field(
+        default_factory=list, description="Replicas whose broker is up but whose log dir failed."
+    )
 
 
 class TopicStatus(CamelModel):

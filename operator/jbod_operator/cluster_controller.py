@@ -1,0 +1,353 @@
+"""The controller of one BrokerCluster: liveness, elections, offline replicas, broadcast.
+
+The single writer of leader/ISR state for the cluster's topics (AlterPartition from leaders
+goes through the same lock). Each pass reconciles from observation, not from events:
+
+1. liveness: a broker is live while its heartbeats arrive within the session timeout;
+2. probe: brokers that came back, reported a log dir failure, or are new to this controller
+   (failover) get the full LeaderAndIsr of their partitions (isNewReplica=false, KIP-112
+   scenarios 2-4 and 6); KAFKA_STORAGE_ERROR answers mark replicas offline, clean answers
+   bring them back;
+3. decide (``election.decide``) for every partition; persist changed statuses first (the
+   state of record), then send LeaderAndIsr to the live replicas of changed partitions and
+   UpdateMetadata (with offline replicas, KIP-112 scenario 5) to every live broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from jbod_broker import wire
+from jbod_broker.errors import StaleControllerEpochError
+from jbod_broker.storage.errors import StorageError
+
+from .brokers import BrokerPool
+from .election import apply_to_status, decide, validate_alter_partition, view_from_status
+from .kube import TOPICS, ApiError, KubeClient
+
+log = logging.getLogger(__name__)
+
+
+def topic_name_of(t: dict[str, Any]) -> str:
+    status = t.get("status") or {}
+    spec = t.get("spec") or {}
+    return str(status.get("topicName") or spec.get("topicName") or t["metadata"]["name"])
+
+
+class ClusterController:
+    def __init__(
+        self,
+        namespace: str,
+        name: str,
+        kube: KubeClient,
+        pool: BrokerPool,
+        *,
+        session_timeout_s: float = 6.0,
+        preferred_election: bool = True,
+        on_fenced: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.kube = kube
+        self.pool = pool
+        self.session_timeout_s = session_timeout_s
+        self.preferred_election = preferred_election
+        self.on_fenced = on_fenced
+        self.heartbeats: dict[int, float] = {}
+        self.known_live: set[int] = set()
+        self.needs_probe: set[int] = set()
+        self.lock = asyncio.Lock()
+        self.started = time.monotonic()
+        self.last_full = 0.0
+        self._task: asyncio.Task[None] | None = None
+        self.elections = 0
+
+    # -- liveness -------------------------------------------------------------------------
+
+    def heartbeat(self, broker_id: int) -> None:
+        self.heartbeats[broker_id] = time.monotonic()
+
+    def live(self) -> set[int]:
+        now = time.monotonic()
+        return {b for b, t in self.heartbeats.items() if now - t <= self.session_timeout_s}
+
+    def log_dir_failed(self, broker_id: int) -> None:
+        self.needs_probe.add(broker_id)
+
+    # -- loop -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+        self.known_live = set()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except StaleControllerEpochError:
+                log.error("a broker refused our controller epoch: stepping down")
+                if self.on_fenced is not None:
+                    await self.on_fenced()
+            except Exception:
+                log.exception("controller pass failed", extra={"cluster": self.name})
+            await asyncio.sleep(0.25)
+
+    async def tick(self) -> None:
+        live = self.live()
+        in_grace = time.monotonic() - self.started < self.session_timeout_s
+        came_back = live - self.known_live
+        died = set() if in_grace else self.known_live - live
+        periodic = time.monotonic() - self.last_full > 5.0
+        if not (came_back or died or self.needs_probe or periodic):
+            return
+        if in_grace and not came_back and not self.needs_probe:
+            return  # brokers may not have found this controller yet: never elect on start
+        probe = came_back | (self.needs_probe & live)
+        self.needs_probe -= probe
+        async with self.lock:
+            await self.reconcile(live, probe, dead_known=not in_grace)
+        self.known_live = live if not in_grace else self.known_live | live
+        if periodic:
+            self.last_full = time.monotonic()
+
+    # -- the pass -------------------------------------------------------------------------
+
+    async def _topics(self) -> list[dict[str, Any]]:
+        return [
+            t
+            for t in await self.kube.list(TOPICS, self.namespace)
+            if (t.get("spec") or {}).get("clusterName") == self.name
+            and (t.get("status") or {}).get("partitions")
+            and not t["metadata"].get("deletionTimestamp")
+        ]
+
+    async def reconcile(self, live: set[int], probe: set[int], *, dead_known: bool) -> None:
+        topics = await self._topics()
+        # Who holds what, from the status of record.
+        storage_errors: dict[tuple[str, int], set[int]] = {}
+        storage_ok: dict[tuple[str, int], set[int]] = {}
+        for b in sorted(probe):
+            await self._probe(b, topics, storage_errors, storage_ok)
+        dead = (set(range(self._broker_count(topics))) - live) if dead_known else set()
+        changed_parts: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for t in topics:
+            name = topic_name_of(t)
+            parts = t["status"]["partitions"]
+            new_parts = []
+            touched = False
+            for s in parts:
+                key = (name, s["partition"])
+                disk_off = set(s.get("diskOfflineReplicas", []))
+                disk_off |= storage_errors.get(key, set())
+                disk_off -= storage_ok.get(key, set())
+                s2 = {**s, "diskOfflineReplicas": sorted(disk_off)}
+                v = view_from_status(name, s2)
+                live_for = live if dead_known else live | set(v.replicas)
+                d = decide(v, live_for, preferred_election=self.preferred_election)
+                out = apply_to_status(s2, d.after, dead)
+                if out != s:
+                    touched = True
+                    if d.changed:
+                        changed_parts.append((t, out))
+                    if d.leader_changed:
+                        self.elections += 1
+                        log.warning(
+                            "leader elected",
+                            extra={
+                                "event": "leader_election",
+                                "topic": name,
+                                "partition": s["partition"],
+                                "old_leader": v.leader,
+                                "new_leader": d.after.leader,
+                                "leader_epoch": d.after.leader_epoch,
+                                "isr": list(d.after.isr),
+                            },
+                        )
+                new_parts.append(out)
+            if touched:
+                t["status"]["partitions"] = new_parts
+                try:
+                    await self.kube.replace_status(TOPICS, self.namespace, t)
+                except ApiError as e:
+                    if e.status == 409:
+                        # Someone wrote the status since we read it: redo on the next pass.
+                        self.last_full = 0.0
+                        return
+                    raise
+        # Tell the live replicas of changed partitions, then everybody the metadata.
+        by_broker: dict[int, list[wire.LeaderAndIsrPartition]] = {}
+        for t, s in changed_parts:
+            for r in s["replicas"]:
+                b = r["brokerId"]
+                if b in live and b not in s.get("diskOfflineReplicas", []):
+                    by_broker.setdefault(b, []).append(self._state(t, s))
+        for b, states in by_broker.items():
+            await self._leader_and_isr(b, states, live)
+        await self._update_metadata(topics, live)
+
+    def _broker_count(self, topics: list[dict[str, Any]]) -> int:
+        ids = {
+            int(r["brokerId"])
+            for t in topics
+            for s in t["status"]["partitions"]
+            for r in s["replicas"]
+        }
+        return max([*ids, *self.heartbeats, -1]) + 1
+
+    def _state(self, t: dict[str, Any], s: dict[str, Any]) -> wire.LeaderAndIsrPartition:
+        spec = t.get("spec") or {}
+        return wire.LeaderAndIsrPartition(
+            topic=topic_name_of(t),
+            partition=s["partition"],
+            leader=s["leader"],
+            leader_epoch=s["leaderEpoch"],
+            isr=list(s["isr"]),
+            partition_epoch=s.get("partitionEpoch", 0),
+            replicas=[r["brokerId"] for r in s["replicas"]],
+            is_new_replica=False,
+            min_insync_replicas=spec.get("minInsyncReplicas") or 1,
+            configs=dict(spec.get("configs") or {}),
+        )
+
+    async def _probe(
+        self,
+        b: int,
+        topics: list[dict[str, Any]],
+        errors: dict[tuple[str, int], set[int]],
+        ok: dict[tuple[str, int], set[int]],
+    ) -> None:
+        """Ask broker ``b`` for the state of its partitions (KIP-112): the full LeaderAndIsr."""
+        states = [
+            self._state(t, s)
+            for t in topics
+            for s in t["status"]["partitions"]
+            if b in {r["brokerId"] for r in s["replicas"]}
+        ]
+        if not states:
+            return
+        resp = await self._leader_and_isr(b, states, self.live() | {b})
+        if resp is None:
+            return
+        for r in resp.partitions:
+            key = (r.topic, r.partition)
+            if r.error == "KAFKA_STORAGE_ERROR":
+                errors.setdefault(key, set()).add(b)
+            elif r.error is None:
+                ok.setdefault(key, set()).add(b)
+
+    async def _leader_and_isr(
+        self, b: int, states: list[wire.LeaderAndIsrPartition], live: set[int]
+    ) -> wire.LeaderAndIsrResponse | None:
+        try:
+            client = await self.pool.client(self.namespace, self.name, b)
+            return await client.leader_and_isr(
+                wire.LeaderAndIsrRequest(
+                    controller_id=0,
+                    controller_epoch=self.pool.controller_epoch,
+                    partitions=states,
+                    live_leaders=self.pool.endpoints(self.namespace, self.name, sorted(live)),
+                )
+            )
+        except StaleControllerEpochError:
+            raise
+        except StorageError as e:
+            log.warning(
+                "LeaderAndIsr not delivered",
+                extra={"event": "leader_and_isr_failed", "broker": b, "error": str(e)},
+            )
+            return None
+
+    async def _update_metadata(self, topics: list[dict[str, Any]], live: set[int]) -> None:
+        req = wire.UpdateMetadataRequest(
+            controller_id=0,
+            controller_epoch=self.pool.controller_epoch,
+            live_brokers=self.pool.endpoints(self.namespace, self.name, sorted(live)),
+            partitions=[
+                wire.PartitionMetadata(
+                    topic=topic_name_of(t),
+                    partition=s["partition"],
+                    leader=s["leader"],
+                    leader_epoch=s["leaderEpoch"],
+                    isr=list(s["isr"]),
+                    replicas=[r["brokerId"] for r in s["replicas"]],
+                    offline_replicas=list(s.get("offlineReplicas", [])),
+                )
+                for t in topics
+                for s in t["status"]["partitions"]
+            ],
+        )
+        for b in sorted(live):
+            try:
+                client = await self.pool.client(self.namespace, self.name, b)
+                await client.update_metadata(req)
+            except StaleControllerEpochError:
+                raise
+            except StorageError:
+                continue
+
+    # -- AlterPartition -------------------------------------------------------------------
+
+    async def alter_partition(
+        self, broker: int, item: wire.AlterPartitionItem
+    ) -> wire.AlterPartitionResult:
+        async with self.lock:
+            for _ in range(5):
+                topics = await self._topics()
+                t = next((x for x in topics if topic_name_of(x) == item.topic), None)
+                parts = (t or {}).get("status", {}).get("partitions") or []
+                s = next((p for p in parts if p["partition"] == item.partition), None)
+                if t is None or s is None:
+                    return wire.AlterPartitionResult(
+                        topic=item.topic,
+                        partition=item.partition,
+                        error="UNKNOWN_TOPIC_OR_PARTITION",
+                    )
+                v = view_from_status(item.topic, s)
+                err = validate_alter_partition(
+                    v, broker, item.leader_epoch, item.partition_epoch, list(item.new_isr)
+                )
+                if err is None:
+                    s["isr"] = list(item.new_isr)
+                    s["partitionEpoch"] = v.partition_epoch + 1
+                    try:
+                        await self.kube.replace_status(TOPICS, self.namespace, t)
+                    except ApiError as e:
+                        if e.status == 409:
+                            continue
+                        raise
+                    log.info(
+                        "ISR changed",
+                        extra={
+                            "event": "isr_change",
+                            "topic": item.topic,
+                            "partition": item.partition,
+                            "isr": list(item.new_isr),
+                        },
+                    )
+                return wire.AlterPartitionResult(
+                    topic=item.topic,
+                    partition=item.partition,
+                    error=err,
+                    leader=s["leader"],
+                    leader_epoch=s["leaderEpoch"],
+                    isr=list(s["isr"]),
+                    partition_epoch=s.get("partitionEpoch", 0),
+                )
+        return wire.AlterPartitionResult(
+            topic=item.topic, partition=item.partition, error="CONCURRENT_TRANSACTIONS"
+        )
