@@ -96,18 +96,28 @@ class Kube:
 
 class OperatorProcess:
     def __init__(
-        self, cluster: KubeCluster, namespace: str, workdir: str, *, interval: float = 2.0
+        self,
+        cluster: KubeCluster,
+        namespace: str,
+        workdir: str,
+        *,
+        interval: float = 2.0,
+        name: str = "operator",
+        endpoints_file: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
         self.namespace = namespace
         self.workdir = workdir
         self.port = free_port()
-        self.endpoints_file = os.path.join(workdir, "broker-endpoints.json")
-        self.log_path = os.path.join(workdir, "operator.log")
+        self.endpoints_file = endpoints_file or os.path.join(workdir, "broker-endpoints.json")
+        self.log_path = os.path.join(workdir, f"{name}.log")
         self.interval = interval
+        self.extra_env = env or {}
         self.proc: subprocess.Popen[bytes] | None = None
-        with open(self.endpoints_file, "w", encoding="utf-8") as f:
-            json.dump({}, f)
+        if not os.path.exists(self.endpoints_file):
+            with open(self.endpoints_file, "w", encoding="utf-8") as f:
+                json.dump({}, f)
 
     @property
     def url(self) -> str:
@@ -138,6 +148,7 @@ class OperatorProcess:
                 "JBOD_OPERATOR_BROKER_ENDPOINTS_FILE": self.endpoints_file,
                 "JBOD_OPERATOR_RECONCILE_INTERVAL_SECONDS": str(self.interval),
                 "JBOD_OPERATOR_BROKER_TIMEOUT_SECONDS": "3",
+                **self.extra_env,
             }
         )
         logf = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child process
@@ -177,16 +188,19 @@ def start_local_brokers(
     size: int,
     dir_names: list[str],
     settings: dict[str, str] | None = None,
+    standby: list[OperatorProcess] | None = None,
 ) -> LocalCluster:
-    """Brokers 0..size-1 of BrokerCluster ``cluster_name`` as local processes."""
+    """Brokers 0..size-1 of BrokerCluster ``cluster_name`` as local processes. With standby
+    operators, brokers get every operator's address (they find the active one)."""
     token = wait_for(
         lambda: kube.secret_value(f"{cluster_name}-broker-token", "token"),
         what=f"the token Secret of {cluster_name}",
     )
+    urls = [o.cluster_url(cluster_name) for o in [op, *(standby or [])]]
     cl = LocalCluster(
         base_dir,
         size=size,
-        controller_url=op.cluster_url(cluster_name),
+        controller_url=",".join(urls),
         settings=settings or {},
         token=token,
         dir_names=dir_names,

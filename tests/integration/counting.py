@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,6 +32,8 @@ class CountingProducer:
     acks: int = -1
     timeout_ms: int = 10_000
     acked: dict[TopicPartition, list[bytes]] = field(default_factory=dict)
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    """Distinguishes this producer's values from another's (each counts from 1)."""
     sent: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     _seq: int = 0
@@ -50,7 +53,10 @@ class CountingProducer:
             values = []
             for _ in range(self.records_per_batch):
                 self._seq += 1
-                values.append(b"%s-%d-%08d" % (tp.topic.encode(), tp.partition, self._seq))
+                values.append(
+                    b"%s-%d-%s-%08d"
+                    % (tp.topic.encode(), tp.partition, self.tag.encode(), self._seq)
+                )
             batch = build_batch([(None, v) for v in values])
             self.sent += len(values)
             try:
@@ -104,8 +110,12 @@ def verify(
     for tp, values in consumed.items():
         dupes = len(values) - len(set(values))
         assert dupes == 0, f"{tp}: {dupes} duplicated values"
-        seqs = [int(v.rsplit(b"-", 1)[1]) for v in values]
-        assert seqs == sorted(seqs), f"{tp}: values out of order"
+        by_producer: dict[bytes, list[int]] = {}
+        for v in values:
+            head, seq = v.rsplit(b"-", 1)
+            by_producer.setdefault(head.rsplit(b"-", 1)[1], []).append(int(seq))
+        for tag, seqs in by_producer.items():
+            assert seqs == sorted(seqs), f"{tp}: values of producer {tag!r} out of order"
     for tp, values in acked.items():
         got = set(consumed.get(tp, []))
         lost = [v for v in values if v not in got]
