@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import wire
-from .config import BrokerConfig
+from .config import BrokerConfig, ConfigError
 from .errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
@@ -38,6 +38,7 @@ from .errors import (
 )
 from .storage.errors import (
     FencedLeaderEpochError,
+    InvalidRequestError,
     KafkaStorageError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
@@ -206,7 +207,10 @@ class ReplicaManager:
             raise UnknownTopicOrPartitionError(
                 f"broker {self.broker_id} is not a replica of {tp} (replicas {st.replicas})"
             )
-        cfg = self.config.log_config(st.configs)
+        try:
+            cfg = self.config.log_config(st.configs)
+        except ConfigError as e:
+            raise InvalidRequestError(f"{tp}: {e}") from e
         # KIP-112: create only when the controller says the replica is new.
         self.logs.get_or_create_log(tp, is_new=st.is_new_replica, config=cfg)
         if p is None:
@@ -262,6 +266,11 @@ class ReplicaManager:
             extra={"event": "become_follower", "partition": str(p.tp), "leader": p.leader},
         )
 
+    def fenced(self, tp: TopicPartition, leader_epoch: int) -> bool:
+        """A StopReplica for ``tp`` at ``leader_epoch`` would be refused as fenced."""
+        p = self.partitions.get(tp)
+        return p is not None and 0 <= leader_epoch < p.leader_epoch
+
     def stop_replica(self, req: wire.StopReplicaRequest) -> wire.StopReplicaResponse:
         self.check_controller_epoch(req.controller_epoch)
         self.controller_epoch = req.controller_epoch
@@ -270,7 +279,7 @@ class ReplicaManager:
             tp = TopicPartition(sp.topic, sp.partition)
             try:
                 p = self.partitions.get(tp)
-                if p is not None and 0 <= sp.leader_epoch < p.leader_epoch:
+                if p is not None and self.fenced(tp, sp.leader_epoch):
                     raise FencedLeaderEpochError(
                         f"{tp}: leader epoch {sp.leader_epoch} is older than {p.leader_epoch}"
                     )

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from aiohttp import web
-from pydantic import ValidationError
+from aiohttp.web_protocol import RequestPayloadError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from . import wire
 from .client import encode_fetch_response
@@ -45,6 +45,7 @@ from .throttle import AsyncThrottle
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=wire.Model)
+T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 BROKER: web.AppKey[Broker] = web.AppKey("broker")
@@ -183,18 +184,27 @@ def error_response(err: StorageError) -> web.Response:
 
 
 async def parse(request: web.Request, model: type[M]) -> M:
+    return await parse_json(request, model.model_validate_json, model.__name__)
+
+
+EPOCH_END_OFFSETS = TypeAdapter(
+    Annotated[list[wire.EpochEndOffsetRequest], Field(max_length=wire.MAX_LIST)]
+)
+
+
+async def parse_json(request: web.Request, validate: Callable[[bytes], T], name: str) -> T:
     if request.content_type != "application/json":
         raise InvalidRequestError(
             f"expected Content-Type application/json, got {request.content_type!r}"
         )
     raw = await request.read()
     try:
-        return model.model_validate_json(raw)
+        return validate(raw)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "(body)"
         raise InvalidRequestError(
-            f"invalid {model.__name__}: {where}: {first['msg']} ({e.error_count()} error(s))"
+            f"invalid {name}: {where}: {first['msg']} ({e.error_count()} error(s))"
         ) from e
 
 
@@ -245,11 +255,15 @@ async def middleware(request: web.Request, handler: Handler) -> web.StreamRespon
             if needs and broker.token is not None:
                 header = request.headers.get("Authorization", "")
                 given = header[7:] if header.startswith("Bearer ") else ""
-                if not given or not hmac.compare_digest(given, broker.token):
+                if not given or not hmac.compare_digest(
+                    given.encode("utf-8", "surrogateescape"), broker.token.encode()
+                ):
                     raise AuthError("missing or wrong bearer token")
         resp = await handler(request)
     except StorageError as e:
         resp = error_response(e)
+    except RequestPayloadError as e:
+        resp = error_response(InvalidRequestError(f"cannot read the request body: {e}"))
     except web.HTTPRequestEntityTooLarge:
         resp = error_response(
             PayloadTooLargeError(
@@ -407,8 +421,10 @@ async def stop_replica(request: web.Request) -> web.Response:
     b.replicas.check_controller_epoch(req.controller_epoch)
     loop = asyncio.get_running_loop()
     for sp in req.partitions:
-        if sp.delete:  # a move of a replica being deleted is cancelled first
-            await loop.run_in_executor(None, b.moves.forget, TopicPartition(sp.topic, sp.partition))
+        tp = TopicPartition(sp.topic, sp.partition)
+        # A move of a replica being deleted is cancelled first; not if the request is fenced.
+        if sp.delete and not b.replicas.fenced(tp, sp.leader_epoch):
+            await loop.run_in_executor(None, b.moves.forget, tp)
     return respond(b.replicas.stop_replica(req))
 
 
@@ -533,14 +549,7 @@ def _in_isr(b: Broker, tp: TopicPartition, replica_id: int) -> bool:
 
 async def epoch_end_offsets(request: web.Request) -> web.Response:
     b = request.app[BROKER]
-    raw = await request.read()
-    try:
-        items = json.loads(raw)
-        if not isinstance(items, list) or len(items) > wire.MAX_LIST:
-            raise ValueError("expected a JSON list")
-        reqs = [wire.EpochEndOffsetRequest.model_validate(x) for x in items]
-    except (ValueError, ValidationError) as e:
-        raise InvalidRequestError(f"invalid epoch-end-offsets request: {e}") from e
+    reqs = await parse_json(request, EPOCH_END_OFFSETS.validate_json, "epoch-end-offsets request")
     out = [b.replicas.epoch_end_offset(r).model_dump() for r in reqs]
     return web.json_response(out)
 

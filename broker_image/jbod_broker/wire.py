@@ -12,10 +12,19 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+
+def _not_dots(topic: str) -> str:
+    if topic in (".", ".."):
+        raise ValueError(f"topic name cannot be {topic!r}")
+    return topic
+
 
 Topic = Annotated[
-    str, StringConstraints(min_length=1, max_length=249, pattern=r"^[a-zA-Z0-9._-]+$")
+    str,
+    StringConstraints(min_length=1, max_length=249, pattern=r"^[a-zA-Z0-9._-]+$"),
+    AfterValidator(_not_dots),
 ]
 PartitionId = Annotated[int, Field(ge=0, le=2**31 - 1)]
 BrokerId = Annotated[int, Field(ge=0, le=2**31 - 1)]
