@@ -117,7 +117,11 @@ class ClusterController:
             return
         if in_grace and not came_back and not self.needs_probe:
             return  # brokers may not have found this controller yet: never elect on start
-        probe = came_back | (self.needs_probe & live)
+        # The periodic pass re-sends the state of record to every live broker: a broker that
+        # missed a LeaderAndIsr (a crash between persisting and sending) converges (kopf #641).
+        probe = (
+            came_back | (self.needs_probe & live) | (live if periodic and not in_grace else set())
+        )
         self.needs_probe -= probe
         async with self.lock:
             await self.reconcile(live, probe, dead_known=not in_grace)

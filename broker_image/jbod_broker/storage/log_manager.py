@@ -35,12 +35,14 @@ from .checkpoints import (
 from .diskio import LogDirFailureChannel, fsync_dir, write_atomically
 from .errors import (
     InvalidLogDirError,
+    InvalidTopicError,
     KafkaStorageError,
     NoLiveLogDirError,
     ReplicaNotAvailableError,
 )
 from .log import Log, LogConfig
 from .names import (
+    MAX_NAME_BYTES,
     DirKind,
     TopicPartition,
     delete_dir_name,
@@ -419,6 +421,12 @@ class LogManager:
         self, tp: TopicPartition, *, is_new: bool, config: LogConfig | None = None
     ) -> Log:
         """KIP-112: never re-create a replica that may sit on a bad disk unless it is new."""
+        name = log_dir_name(tp)
+        if len(name.encode()) > MAX_NAME_BYTES:
+            raise InvalidTopicError(
+                f"cannot create a log for {tp}: its folder name would be {len(name.encode())} "
+                f"bytes, over the {MAX_NAME_BYTES}-byte limit"
+            )
         with self.lock:
             existing = self.current_logs.get(tp)
             if existing is not None:
@@ -515,8 +523,11 @@ class LogManager:
     def run_deletions(self) -> int:
         """Delete queued ``-delete`` folders; returns how many went."""
         done = 0
-        while self._pending_deletes:
-            path = self._pending_deletes.pop()
+        while True:
+            try:
+                path = self._pending_deletes.pop()
+            except IndexError:  # empty, or another thread (scheduler, move worker) took it
+                break
             d = os.path.dirname(path)
             if self.channel.is_offline(d):
                 continue

@@ -1,0 +1,40 @@
+"""Start-up glue: load the log directories, resume interrupted moves, delete leftovers.
+
+:meth:`LogManager.startup` applies KIP-113's rules to what it finds on disk:
+
+* a replica folder and its ``-future`` copy, both on good directories: the move resumes
+  (:attr:`StartupReport.resumable_moves`, handed to :meth:`ReplicaMoveEngine.resume` here);
+* only the ``-future`` copy and no bad directory: it is renamed into place (the crash came
+  after the source became ``-delete``);
+* only the ``-future`` copy while a directory is bad: the source may be on the bad one, so the
+  replica is offline and the copy is left alone (never promote a stale copy, KAFKA-16082);
+* ``-delete`` folders: deleted;
+* two current copies of one replica: the one the recovery checkpoints vouch for is kept, the
+  other quarantined as ``-stray``, and the report says so.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..storage.log_manager import LogManager, StartupReport
+from .engine import ReplicaMoveEngine
+
+log = logging.getLogger(__name__)
+
+
+def start_storage(
+    log_manager: LogManager, engine: ReplicaMoveEngine, *, run_deletions: bool = True
+) -> StartupReport:
+    """Start the log manager, resume the moves it found, and delete ``-delete`` folders."""
+    report = log_manager.startup()
+    for tp in engine.resume(report.resumable_moves):
+        report.note(f"{tp}: resuming the move to {report.resumable_moves[tp]}")
+    if run_deletions:
+        deleted = engine.run_deletions()
+        if deleted:
+            log.info(
+                "deleted leftover folders",
+                extra={"event": "log_startup_deletions", "count": deleted},
+            )
+    return report
