@@ -8,6 +8,7 @@ operator's controller endpoint for the brokers, the brokers' HTTP API for client
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
@@ -197,17 +198,15 @@ class LeaderTracker:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
 
     async def _run(self) -> None:
         while True:
             for topic in {tp.topic for tp in self.tps}:
                 try:
                     parts = await asyncio.to_thread(self.sc.partitions, topic)
-                except Exception:  # noqa: S112 - keep following through API hiccups
+                except Exception:
                     continue
                 for p in parts:
                     tp = TopicPartition(topic, p["partition"])

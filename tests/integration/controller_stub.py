@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from aiohttp import web
+
 from jbod_broker import wire
 from jbod_broker.client import BrokerClient
 from jbod_broker.local import LocalCluster, free_port

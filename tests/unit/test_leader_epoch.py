@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from jbod_broker.storage.checkpoints import (
     CheckpointError,
     format_epochs,

@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
+
 from jbod_broker.storage.diskio import LogDirFailureChannel
 from jbod_broker.storage.errors import (
     CorruptRecordError,

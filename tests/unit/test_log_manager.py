@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from jbod_broker.storage.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
     RECOVERY_POINT_CHECKPOINT,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from jbod_broker.storage.errors import InvalidTopicError
 from jbod_broker.storage.names import (
     DirKind,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from jbod_broker.storage.errors import KafkaStorageError
 from jbod_broker.storage.placement import DirState, choose_log_dir, rank_log_dirs
 

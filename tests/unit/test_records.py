@@ -13,6 +13,7 @@ import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from jbod_broker.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
