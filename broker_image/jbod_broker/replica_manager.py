@@ -237,6 +237,11 @@ class ReplicaManager:
         if st.leader == self.broker_id:
             if new_leadership:
                 self._become_leader(p)
+            # A smaller ISR from the controller may commit what was waiting on a removed member
+            # (Kafka's makeLeader does the same).
+            lg = self.logs.get_log(tp)
+            if lg is not None:
+                self._maybe_advance_hw(p, lg)
         elif new_leadership:
             self._become_follower(p)
         p.notify()
