@@ -113,6 +113,8 @@ class Scenario:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
+        if getattr(self, "last_status", None) is not None:
+            print("--- last LogDirMove status\n" + dump(self.last_status))
         self.stop()
         for op in self.ops:
             print(f"--- {op.log_path}\n{op.tail(25)}")

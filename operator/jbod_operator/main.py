@@ -19,7 +19,7 @@ import kopf
 from .brokers import BrokerPool
 from .cluster_controller import ClusterController
 from .endpoint import ControllerEndpoint
-from .handlers import clusters, topics
+from .handlers import clusters, logdirmoves, topics
 from .kube import KubeClient
 from .leadership import LeaseElector
 from .settings import OperatorSettings, load_settings
@@ -208,4 +208,49 @@ async def topic_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     ctx.require_leader()
     async with ctx.lock(body):
         await topics.delete_topic(ctx.kube, ctx.pool, dict(body))
+    ctx.locks.pop(body["metadata"]["uid"], None)
+
+
+# -- LogDirMove ---------------------------------------------------------------------------
+
+MOVE_INTERVAL = float(os.environ.get("JBOD_OPERATOR_MOVE_POLL_SECONDS", "1"))
+
+
+async def _move(body: kopf.Body, memo: kopf.Memo) -> None:
+    ctx: Ctx = memo["ctx"]
+    if body.get("metadata", {}).get("deletionTimestamp"):
+        return
+    phase = (body.get("status") or {}).get("phase")
+    if phase in ("Succeeded", "Failed", "Cancelled") and not body["spec"].get("drain"):
+        return
+    ctx.require_leader()
+    ns = body["metadata"]["namespace"]
+    ctrl = ctx.ensure_controller(ns, body["spec"]["clusterName"])
+    async with ctx.lock(body):
+        outcome = await logdirmoves.reconcile_log_dir_move(
+            ctx.kube, ctx.pool, dict(body), topic_lock=ctrl.lock
+        )
+    for type_, reason, message in outcome.events:
+        kopf.event(body, type=type_, reason=reason, message=message)
+
+
+@kopf.on.resume(GROUP, VERSION, "logdirmoves", backoff=2)
+@kopf.on.create(GROUP, VERSION, "logdirmoves", backoff=2)
+@kopf.on.update(GROUP, VERSION, "logdirmoves", backoff=2, field="spec")
+async def move_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await _move(body, memo)
+
+
+@kopf.timer(GROUP, VERSION, "logdirmoves", interval=MOVE_INTERVAL, backoff=2)
+async def move_progress(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    with contextlib.suppress(kopf.TemporaryError):
+        await _move(body, memo)
+
+
+@kopf.on.delete(GROUP, VERSION, "logdirmoves", backoff=2)
+async def move_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    ctx: Ctx = memo["ctx"]
+    ctx.require_leader()
+    async with ctx.lock(body):
+        await logdirmoves.delete_log_dir_move(ctx.kube, ctx.pool, dict(body))
     ctx.locks.pop(body["metadata"]["uid"], None)

@@ -45,6 +45,9 @@ class OperatorSettings(BaseModel):
     lease_renew_seconds: Annotated[float, Field(gt=0, le=60)] = 3.0
     session_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 6.0
     """A broker whose heartbeats stop for this long is dead: its partitions get new leaders."""
+    move_poll_seconds: Annotated[float, Field(gt=0, le=60)] = 1.0
+    """How often running LogDirMoves are polled for progress."""
+    log_level_name: str = "INFO"
     preferred_leader_election: bool = True
     """Return leadership to the preferred replica once it is back in the ISR (Kafka's
     auto.leader.rebalance.enable, on by default)."""

@@ -22,6 +22,20 @@ from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch, decode_batch, iter_batches
 
 LeaderLookup = Callable[[TopicPartition], BrokerClient]
+FILLER = b"fill:"
+"""Values that only add bulk (to make moves take time); ``verify`` does not count them."""
+
+
+async def fill_bytes(
+    leader: LeaderLookup, tps: list[TopicPartition], mib_per_partition: float
+) -> None:
+    """Bulk data: 16 records of 4 KiB per batch, acks=all."""
+    payload = FILLER + b"x" * 4091
+    batch = build_batch([(None, payload)] * 16)
+    n = max(1, int(mib_per_partition * 1024 * 1024 / len(batch)))
+    for tp in tps:
+        for _ in range(n):
+            await leader(tp).produce(tp.topic, tp.partition, batch, acks=-1)
 
 
 @dataclass
@@ -107,7 +121,8 @@ async def consume_all(
 def verify(
     acked: dict[TopicPartition, list[bytes]], consumed: dict[TopicPartition, list[bytes]]
 ) -> None:
-    for tp, values in consumed.items():
+    for tp, all_values in consumed.items():
+        values = [v for v in all_values if not v.startswith(FILLER)]
         dupes = len(values) - len(set(values))
         assert dupes == 0, f"{tp}: {dupes} duplicated values"
         by_producer: dict[bytes, list[int]] = {}

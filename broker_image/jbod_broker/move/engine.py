@@ -845,7 +845,14 @@ class ReplicaMoveEngine:
                     else:
                         plan = self._open_plan(source, seg, f_leo, f_base, f_pos, f_only)
                         if not plan.whole:
-                            plan.end = min(plan.end, plan.start + limit)
+                            # At least one whole batch per step: a batch larger than the
+                            # throttle's chunk would otherwise never be copied (the partial
+                            # bytes are cut off again when the future adopts whole batches).
+                            first = seg.find_batch(f_leo)
+                            first_end = (
+                                first[0] + first[1].size_in_bytes if first else plan.end
+                            )
+                            plan.end = min(plan.end, max(plan.start + limit, first_end))
                         if task.state in (MoveState.COPYING, MoveState.CATCHING_UP):
                             self._set_state(
                                 task, MoveState.COPYING if plan.whole else MoveState.CATCHING_UP

@@ -107,6 +107,8 @@ class LogDirMoveStatus(CamelModel):
     progress_percent: int | None = None
     rate_bytes_per_second: int | None = None
     eta_seconds: int | None = None
+    start_time: str | None = None
+    completion_time: str | None = None
 
 
 class LogDirMove(CamelModel):
