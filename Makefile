@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup test unit integration e2e lint bench clean pin crds
+.PHONY: setup test unit integration e2e lint bench clean pin crds demo
 
 # kube-apiserver and etcd built from their Go modules (cached outside the repo), kubectl/helm.
 -include mk/kube.mk
@@ -15,9 +15,14 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,operator]'
+	$(BIN)/pip install --quiet -e '.[dev,operator,spark]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
+
+# The README's first command: API server, operator and 3 brokers x 3 log dirs on this machine,
+# skewed topics, a LogDirMove that evens out each broker's dirs with live progress; cleans up.
+demo: setup
+	$(BIN)/python scripts/demo.py
 
 # What CI runs: every tier. scripts/run-tests drops the root's permission override so that
 # chmod 000 really fails a disk, as it would for the non-root broker in its image.

@@ -198,11 +198,7 @@ def test_kafka_9654_truncation_and_new_epoch_during_the_move(lm: LogManager, whe
     try:
         engine.alter_replica_log_dir(TP, dest_of(lm, lg))
         while True:
-            assert gate.reached.wait(10), (
-                i,
-                engine.status(TP),
-                [s.base_offset for s in lg.segments],
-            )
+            assert gate.reached.wait(10), engine.status(TP)
             gate.reached.clear()
             future = lm.get_future_log(TP)
             assert future is not None

@@ -849,9 +849,7 @@ class ReplicaMoveEngine:
                             # throttle's chunk would otherwise never be copied (the partial
                             # bytes are cut off again when the future adopts whole batches).
                             first = seg.find_batch(f_leo)
-                            first_end = (
-                                first[0] + first[1].size_in_bytes if first else plan.end
-                            )
+                            first_end = first[0] + first[1].size_in_bytes if first else plan.end
                             plan.end = min(plan.end, max(plan.start + limit, first_end))
                         if task.state in (MoveState.COPYING, MoveState.CATCHING_UP):
                             self._set_state(

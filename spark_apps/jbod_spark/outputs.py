@@ -1,0 +1,552 @@
+"""A plan and what it is delivered as: LogDirMove and PartitionReassignment manifests (for
+``kubectl apply``), kafka-reassign-partitions JSON (with ``log_dirs``) and a report.
+
+Every partition appears in exactly one resource: a partition whose replicas only change
+directories goes into a LogDirMove; one that changes brokers (or its leader) goes into a
+PartitionReassignment that names the final directory of *every* replica, so no replica is
+ever the subject of two moves at once (KAFKA-9087).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from .arrays import F64, I64, BoolA, ClusterArrays
+from .metrics import (
+    BalanceFigures,
+    broker_spreads_pp,
+    counted_dirs,
+    dir_used,
+    figures,
+    lower_bound_bytes,
+)
+from .options import PlanOptions
+
+API_VERSION = "jbod.io/v1alpha1"
+MAX_MOVES_PER_LOGDIRMOVE = 10_000
+MAX_PARTITIONS_PER_REASSIGNMENT = 100_000
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class OutModel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class Move(OutModel):
+    topic: str
+    partition: int
+    from_broker: int
+    from_dir: str
+    to_broker: int
+    to_dir: str
+    to_dir_name: str
+    size_bytes: int
+    kind: Literal["intra", "inter"]
+
+
+class PartitionTarget(OutModel):
+    topic: str
+    partition: int
+    replicas: list[int]
+    """Target replica list, preferred leader first."""
+    log_dirs: list[str]
+    """Absolute path of each replica's directory, same order."""
+    log_dir_names: list[str]
+    brokers_changed: bool
+    leader_changed: bool
+
+
+class ConstraintCheck(OutModel):
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+class DirReport(OutModel):
+    broker_id: int
+    name: str
+    path: str
+    capacity_bytes: int
+    used_before: int
+    used_after: int
+    util_before: float
+    util_after: float
+    live: bool
+    cordoned: bool
+    drained: bool
+
+
+class BrokerReport(OutModel):
+    broker_id: int
+    rack: str | None
+    live: bool
+    capacity_bytes: int
+    used_before: int
+    used_after: int
+    replicas_before: int
+    replicas_after: int
+    leaders_before: int
+    leaders_after: int
+    max_dir_util_before: float
+    max_dir_util_after: float
+    spread_pp_before: float
+    spread_pp_after: float
+
+
+class Summary(OutModel):
+    largest_util_before: float
+    largest_util_after: float
+    worst_spread_pp_before: float
+    worst_spread_pp_after: float
+    std_pp_before: float
+    std_pp_after: float
+    dirs_above_threshold_before: int
+    dirs_above_threshold_after: int
+    bytes_moved: int
+    bytes_moved_inter_broker: int
+    bytes_moved_intra_broker: int
+    lower_bound_bytes: int
+    replica_moves_inter_broker: int
+    replica_moves_intra_broker: int
+    leader_moves: int
+    partitions_changed: int
+
+
+class PlanReport(OutModel):
+    cluster_name: str
+    mode: str
+    plan_id: str
+    options: dict[str, Any]
+    summary: Summary
+    constraints: list[ConstraintCheck]
+    brokers: list[BrokerReport]
+    dirs: list[DirReport]
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.constraints)
+
+    def text(self) -> str:
+        s = self.summary
+        lines = [
+            f"plan {self.plan_id} for cluster {self.cluster_name} (mode {self.mode})",
+            f"  largest dir utilisation {s.largest_util_before:.1%} -> {s.largest_util_after:.1%}",
+            f"  worst broker spread {s.worst_spread_pp_before:.1f} pp -> "
+            f"{s.worst_spread_pp_after:.1f} pp; std {s.std_pp_before:.1f} -> "
+            f"{s.std_pp_after:.1f} pp",
+            f"  bytes to move {s.bytes_moved} (inter-broker {s.bytes_moved_inter_broker}, "
+            f"intra-broker {s.bytes_moved_intra_broker}); lower bound {s.lower_bound_bytes}",
+            f"  moves: {s.replica_moves_inter_broker} inter-broker, "
+            f"{s.replica_moves_intra_broker} intra-broker, {s.leader_moves} leader",
+        ]
+        for c in self.constraints:
+            lines.append(
+                f"  [{'ok' if c.ok else 'FAIL'}] {c.name}{': ' + c.detail if c.detail else ''}"
+            )
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def dir_ref(name: str, path: str) -> str:
+    """How a manifest names a dir: its BrokerCluster name when it is one, else its path."""
+    return name if _DNS_LABEL.match(name) and len(name) <= 63 else path
+
+
+class Plan(OutModel):
+    cluster_name: str
+    namespace: str
+    plan_id: str
+    moves: list[Move]
+    partitions: list[PartitionTarget]
+    """Every partition that changes (brokers, order or directories)."""
+    report: PlanReport
+
+    # -- delivery ------------------------------------------------------------------------
+
+    def _name(self, prefix: str | None, kind: str, i: int) -> str:
+        base = prefix or f"{self.cluster_name}-plan-{self.plan_id}"
+        base = re.sub(r"[^a-z0-9-]", "-", base.lower()).strip("-")[:200] or "plan"
+        return f"{base}-{kind}-{i}"
+
+    def log_dir_moves(
+        self,
+        *,
+        name_prefix: str | None = None,
+        throttle_bytes_per_second: int | None = None,
+        max_moves: int = MAX_MOVES_PER_LOGDIRMOVE,
+    ) -> list[dict[str, Any]]:
+        """LogDirMove manifests for the partitions whose replicas stay on their brokers."""
+        changed = {(p.topic, p.partition) for p in self.partitions if p.brokers_changed}
+        changed |= {(p.topic, p.partition) for p in self.partitions if p.leader_changed}
+        entries = [
+            {
+                "brokerId": m.to_broker,
+                "topic": m.topic,
+                "partition": m.partition,
+                "logDir": dir_ref(m.to_dir_name, m.to_dir),
+            }
+            for m in self.moves
+            if m.kind == "intra" and (m.topic, m.partition) not in changed
+        ]
+        out = []
+        for i in range(0, len(entries), max_moves):
+            spec: dict[str, Any] = {
+                "clusterName": self.cluster_name,
+                "moves": entries[i : i + max_moves],
+            }
+            if throttle_bytes_per_second is not None:
+                spec["throttleBytesPerSecond"] = throttle_bytes_per_second
+            out.append(self._manifest("LogDirMove", name_prefix, "dirs", i // max_moves, spec))
+        return out
+
+    def partition_reassignments(
+        self,
+        *,
+        name_prefix: str | None = None,
+        throttle_bytes_per_second: int | None = None,
+        max_partitions: int = MAX_PARTITIONS_PER_REASSIGNMENT,
+    ) -> list[dict[str, Any]]:
+        """PartitionReassignment manifests: partitions that change brokers or leader, with the
+        final directory of every replica."""
+        entries = [
+            {
+                "topic": p.topic,
+                "partition": p.partition,
+                "replicas": p.replicas,
+                "logDirs": [
+                    dir_ref(n, d) for n, d in zip(p.log_dir_names, p.log_dirs, strict=True)
+                ],
+            }
+            for p in self.partitions
+            if p.brokers_changed or p.leader_changed
+        ]
+        out = []
+        for i in range(0, len(entries), max_partitions):
+            spec: dict[str, Any] = {
+                "clusterName": self.cluster_name,
+                "partitions": entries[i : i + max_partitions],
+            }
+            if throttle_bytes_per_second is not None:
+                spec["throttleBytesPerSecond"] = throttle_bytes_per_second
+            out.append(
+                self._manifest(
+                    "PartitionReassignment", name_prefix, "brokers", i // max_partitions, spec
+                )
+            )
+        return out
+
+    def manifests(self, **kw: Any) -> list[dict[str, Any]]:
+        return self.partition_reassignments(**kw) + self.log_dir_moves(**kw)
+
+    def _manifest(
+        self, kind: str, prefix: str | None, what: str, i: int, spec: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {
+            "apiVersion": API_VERSION,
+            "kind": kind,
+            "metadata": {
+                "name": self._name(prefix, what, i),
+                "namespace": self.namespace,
+                "labels": {"jbod.io/cluster": self.cluster_name[:63], "jbod.io/plan": self.plan_id},
+            },
+            "spec": spec,
+        }
+
+    def kafka_reassignment(self) -> dict[str, Any]:
+        """kafka-reassign-partitions.sh JSON (KIP-113: ``log_dirs``, absolute paths)."""
+        return {
+            "version": 1,
+            "partitions": [
+                {
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "replicas": p.replicas,
+                    "log_dirs": p.log_dirs,
+                }
+                for p in self.partitions
+            ],
+        }
+
+
+# -- building a plan from a before and an after placement ---------------------------------
+
+
+def _plan_id(parts: list[PartitionTarget], cluster: str) -> str:
+    h = hashlib.sha256(cluster.encode())
+    for p in parts:
+        h.update(f"{p.topic}\0{p.partition}\0{p.replicas}\0{p.log_dirs}\n".encode())
+    return h.hexdigest()[:10]
+
+
+def check_constraints(
+    a: ClusterArrays,
+    rb: I64,
+    rd: I64,
+    leader: BoolA,
+    drain_dir: BoolA,
+    removed: BoolA,
+    threshold: float,
+    used_after: F64,
+    used_before: F64,
+) -> list[ConstraintCheck]:
+    out: list[ConstraintCheck] = []
+    nb = max(a.n_brokers, 1)
+    rf_b = np.bincount(a.rep_part, minlength=a.n_parts)
+    out.append(
+        ConstraintCheck(
+            name="replication_factor_kept",
+            ok=bool((np.bincount(a.rep_part, minlength=a.n_parts) == rf_b).all()),
+        )
+    )
+    key = a.rep_part * nb + rb
+    dup = int(key.size - np.unique(key).size)
+    out.append(
+        ConstraintCheck(
+            name="one_replica_per_broker",
+            ok=dup == 0,
+            detail=f"{dup} partitions have two replicas on one broker" if dup else "",
+        )
+    )
+    racks = a.broker_rack + 1
+    nr = int(racks.max()) + 1 if racks.size else 1
+
+    def distinct(brokers: I64) -> I64:
+        k = np.unique(a.rep_part * nr + racks[brokers])
+        return np.bincount(k // nr, minlength=a.n_parts)
+
+    worse = int((distinct(rb) < distinct(a.rep_broker)).sum())
+    out.append(
+        ConstraintCheck(
+            name="rack_spread_kept",
+            ok=worse == 0,
+            detail=f"{worse} partitions span fewer racks" if worse else "",
+        )
+    )
+    cap = a.dir_capacity.astype(np.float64)
+    live_dir = a.dir_live & a.broker_live[a.dir_broker] & (cap > 0)
+    util_a = np.where(live_dir, used_after / np.where(cap > 0, cap, 1.0), 0.0)
+    util_b = np.where(live_dir, used_before / np.where(cap > 0, cap, 1.0), 0.0)
+    over = np.flatnonzero(util_a > threshold + 1e-12)
+    detail = ""
+    if over.size:
+        worst = int(over[int(np.argmax(util_a[over]))])
+        was = int((util_b[over] > threshold + 1e-12).sum())
+        detail = (
+            f"{over.size} dirs above {threshold:.0%} ({was} were already), worst "
+            f"{a.dir_path[worst]} of broker {a.broker_ids[a.dir_broker[worst]]} at "
+            f"{util_a[worst]:.1%}"
+        )
+    out.append(ConstraintCheck(name="capacity_threshold", ok=over.size == 0, detail=detail))
+    left = np.flatnonzero(drain_dir[rd])
+    out.append(
+        ConstraintCheck(
+            name="drained_dirs_empty",
+            ok=left.size == 0,
+            detail=f"{left.size} replicas left on offline, cordoned or drained dirs"
+            if left.size
+            else "",
+        )
+    )
+    moved = (rb != a.rep_broker) | (rd != a.rep_dir)
+    dest_ok = (
+        a.dir_live[rd]
+        & ~a.dir_cordoned[rd]
+        & ~drain_dir[rd]
+        & a.broker_live[rb]
+        & ~removed[rb]
+        & (a.dir_broker[rd] == rb)
+    )
+    bad = int((moved & ~dest_ok).sum())
+    out.append(
+        ConstraintCheck(
+            name="destinations_valid",
+            ok=bad == 0,
+            detail=f"{bad} moves to a dead, removed, offline or cordoned place" if bad else "",
+        )
+    )
+    n_lead_b = np.bincount(a.rep_part[a.rep_leader], minlength=a.n_parts)
+    n_lead_a = np.bincount(a.rep_part[leader], minlength=a.n_parts)
+    bad_l = int((n_lead_a != n_lead_b).sum())
+    out.append(
+        ConstraintCheck(
+            name="one_leader_per_partition",
+            ok=bad_l == 0,
+            detail=f"{bad_l} partitions changed their number of leaders" if bad_l else "",
+        )
+    )
+    return out
+
+
+def build_plan(
+    a: ClusterArrays,
+    rb: I64,
+    rd: I64,
+    leader: BoolA,
+    *,
+    drain_dir: BoolA,
+    removed: BoolA,
+    opts: PlanOptions,
+    notes: list[str] | None = None,
+    with_dirs: bool = True,
+) -> Plan:
+    bid = a.broker_ids
+    moved_b = rb != a.rep_broker
+    moved_d = rd != a.rep_dir
+    moved = moved_b | moved_d
+    lead_b_before = np.full(a.n_parts, -1, dtype=np.int64)
+    lead_b_before[a.rep_part[a.rep_leader]] = a.rep_broker[a.rep_leader]
+    lead_b_after = np.full(a.n_parts, -1, dtype=np.int64)
+    lead_b_after[a.rep_part[leader]] = rb[leader]
+    leader_changed = lead_b_before != lead_b_after
+    part_changed = np.zeros(a.n_parts, dtype=np.bool_)
+    part_changed[a.rep_part[moved]] = True
+    part_changed |= leader_changed
+    part_bchanged = np.zeros(a.n_parts, dtype=np.bool_)
+    part_bchanged[a.rep_part[moved_b]] = True
+    start = a.part_start()
+
+    moves = [
+        Move(
+            topic=a.part_topic[a.rep_part[i]],
+            partition=int(a.part_num[a.rep_part[i]]),
+            from_broker=int(bid[a.rep_broker[i]]),
+            from_dir=a.dir_path[a.rep_dir[i]],
+            to_broker=int(bid[rb[i]]),
+            to_dir=a.dir_path[rd[i]],
+            to_dir_name=a.dir_name[rd[i]],
+            size_bytes=int(a.rep_size[i]),
+            kind="inter" if moved_b[i] else "intra",
+        )
+        for i in np.flatnonzero(moved)
+    ]
+    parts: list[PartitionTarget] = []
+    for p in np.flatnonzero(part_changed):
+        sl = np.arange(start[p], start[p + 1])
+        lead = sl[leader[sl]]
+        order = list(lead) + [int(i) for i in sl if not leader[i]]
+        parts.append(
+            PartitionTarget(
+                topic=a.part_topic[p],
+                partition=int(a.part_num[p]),
+                replicas=[int(bid[rb[i]]) for i in order],
+                log_dirs=[a.dir_path[rd[i]] for i in order],
+                log_dir_names=[a.dir_name[rd[i]] for i in order],
+                brokers_changed=bool(part_bchanged[p]),
+                leader_changed=bool(leader_changed[p]),
+            )
+        )
+    plan_id = _plan_id(parts, a.cluster)
+
+    used_b = dir_used(a, a.rep_dir)
+    used_a = dir_used(a, rd)
+    counted = counted_dirs(a, drain_dir | removed[a.dir_broker])
+    fb: BalanceFigures = figures(a, used_b, counted, opts.capacity_threshold)
+    fa: BalanceFigures = figures(a, used_a, counted, opts.capacity_threshold)
+    sz = a.rep_size
+    summary = Summary(
+        largest_util_before=fb.largest_util,
+        largest_util_after=fa.largest_util,
+        worst_spread_pp_before=fb.worst_spread_pp,
+        worst_spread_pp_after=fa.worst_spread_pp,
+        std_pp_before=fb.std_pp,
+        std_pp_after=fa.std_pp,
+        dirs_above_threshold_before=fb.above_threshold,
+        dirs_above_threshold_after=fa.above_threshold,
+        bytes_moved=int(sz[moved].sum()),
+        bytes_moved_inter_broker=int(sz[moved_b].sum()),
+        bytes_moved_intra_broker=int(sz[moved & ~moved_b].sum()),
+        lower_bound_bytes=lower_bound_bytes(
+            a, used_b, used_a, counted, drain_dir | removed[a.dir_broker]
+        ),
+        replica_moves_inter_broker=int(moved_b.sum()),
+        replica_moves_intra_broker=int((moved & ~moved_b).sum()),
+        leader_moves=int(leader_changed.sum()),
+        partitions_changed=len(parts),
+    )
+    constraints = check_constraints(
+        a, rb, rd, leader, drain_dir, removed, opts.capacity_threshold, used_a, used_b
+    )
+    brokers: list[BrokerReport] = []
+    dirs: list[DirReport] = []
+    if with_dirs:
+        cap = a.dir_capacity.astype(np.float64)
+        ub = np.where(cap > 0, used_b / np.where(cap > 0, cap, 1.0), 0.0)
+        ua = np.where(cap > 0, used_a / np.where(cap > 0, cap, 1.0), 0.0)
+        sp_b = broker_spreads_pp(a, used_b, counted)
+        sp_a = broker_spreads_pp(a, used_a, counted)
+        nrep_b = np.bincount(a.rep_broker, minlength=a.n_brokers)
+        nrep_a = np.bincount(rb, minlength=a.n_brokers)
+        nl_b = np.bincount(a.rep_broker[a.rep_leader], minlength=a.n_brokers)
+        nl_a = np.bincount(rb[leader], minlength=a.n_brokers)
+        bcap = np.bincount(a.dir_broker, weights=cap, minlength=a.n_brokers)
+        bub = np.bincount(a.dir_broker, weights=used_b, minlength=a.n_brokers)
+        bua = np.bincount(a.dir_broker, weights=used_a, minlength=a.n_brokers)
+        mxb = np.zeros(a.n_brokers)
+        mxa = np.zeros(a.n_brokers)
+        np.maximum.at(mxb, a.dir_broker[counted], ub[counted])
+        np.maximum.at(mxa, a.dir_broker[counted], ua[counted])
+        for b in range(a.n_brokers):
+            rk = int(a.broker_rack[b])
+            brokers.append(
+                BrokerReport(
+                    broker_id=int(bid[b]),
+                    rack=a.rack_names[rk] if rk >= 0 else None,
+                    live=bool(a.broker_live[b]),
+                    capacity_bytes=int(bcap[b]),
+                    used_before=int(bub[b]),
+                    used_after=int(bua[b]),
+                    replicas_before=int(nrep_b[b]),
+                    replicas_after=int(nrep_a[b]),
+                    leaders_before=int(nl_b[b]),
+                    leaders_after=int(nl_a[b]),
+                    max_dir_util_before=float(mxb[b]),
+                    max_dir_util_after=float(mxa[b]),
+                    spread_pp_before=float(sp_b[b]),
+                    spread_pp_after=float(sp_a[b]),
+                )
+            )
+        for d in range(a.n_dirs):
+            dirs.append(
+                DirReport(
+                    broker_id=int(bid[a.dir_broker[d]]),
+                    name=a.dir_name[d],
+                    path=a.dir_path[d],
+                    capacity_bytes=int(a.dir_capacity[d]),
+                    used_before=int(used_b[d]),
+                    used_after=int(used_a[d]),
+                    util_before=float(ub[d]),
+                    util_after=float(ua[d]),
+                    live=bool(a.dir_live[d]),
+                    cordoned=bool(a.dir_cordoned[d]),
+                    drained=bool(drain_dir[d]),
+                )
+            )
+    report = PlanReport(
+        cluster_name=a.cluster,
+        mode=str(opts.mode),
+        plan_id=plan_id,
+        options=json.loads(opts.model_dump_json(by_alias=True)),
+        summary=summary,
+        constraints=constraints,
+        brokers=brokers,
+        dirs=dirs,
+        notes=list(notes or []),
+    )
+    return Plan(
+        cluster_name=a.cluster,
+        namespace=a.namespace,
+        plan_id=plan_id,
+        moves=moves,
+        partitions=parts,
+        report=report,
+    )
