@@ -1,0 +1,533 @@
+"""jbod-ctl against real processes: broker processes (LocalCluster, the test as controller) for
+``log-dirs describe``, and the real API server for the kubectl paths (``--cluster``,
+``to-manifests`` from Topic statuses, ``logdirmove apply --wait`` following a status).
+
+The tool runs as users run it: the installed console script in a child process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from jbod_broker import wire
+from jbod_broker.local import LocalCluster
+from jbod_broker.storage.records import build_batch
+from tests.integration.controller_stub import ControllerStub
+from tests.kube_cluster import KubeCluster
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+JBOD_CTL = Path(sys.executable).parent / "jbod-ctl"
+
+# KIP-113's kafka-log-dirs JSON, exactly: no other keys anywhere.
+KIP113_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["version", "brokers"],
+    "additionalProperties": False,
+    "properties": {
+        "version": {"const": 1},
+        "brokers": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["broker", "log dirs"],
+                "additionalProperties": False,
+                "properties": {
+                    "broker": {"type": "integer", "minimum": 0},
+                    "log dirs": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["is_live", "path", "partitions"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "is_live": {"type": "boolean"},
+                                "path": {"type": "string", "pattern": "^/"},
+                                "partitions": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": [
+                                            "topic",
+                                            "partition",
+                                            "size",
+                                            "offset_lag",
+                                            "is_temporary",
+                                        ],
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "topic": {"type": "string"},
+                                            "partition": {"type": "integer", "minimum": 0},
+                                            "size": {"type": "integer", "minimum": 0},
+                                            "offset_lag": {"type": "integer", "minimum": 0},
+                                            "is_temporary": {"type": "boolean"},
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def jbod_ctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [str(JBOD_CTL)] if JBOD_CTL.exists() else [sys.executable, "-m", "jbod_operator.cli"]
+    return subprocess.run(
+        [*cmd, *args], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+
+
+def placement(doc: dict[str, Any]) -> dict[int, set[tuple[str, int]]]:
+    return {
+        b["broker"]: {
+            (p["topic"], p["partition"])
+            for d in b["log dirs"]
+            for p in d["partitions"]
+            if not p["is_temporary"]
+        }
+        for b in doc["brokers"]
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# log-dirs describe --bootstrap-url against two broker processes
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Env:
+    ctl: ControllerStub
+    cluster: LocalCluster
+
+    @property
+    def urls(self) -> str:
+        return ",".join(b.url for b in self.cluster.brokers)
+
+    @property
+    def token_file(self) -> str:
+        return os.path.join(self.cluster.base_dir, "token")
+
+    async def describe(self, *extra: str) -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(
+            jbod_ctl,
+            "log-dirs",
+            "describe",
+            "--bootstrap-url",
+            self.urls,
+            "--token-file",
+            self.token_file,
+            *extra,
+        )
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    ctl = ControllerStub()
+    await ctl.start()
+    cluster = LocalCluster(
+        str(tmp_path / "cluster"),
+        size=2,
+        num_dirs=2,
+        controller_url=ctl.url,
+        settings={"replica.fetch.wait.max.ms": "200"},
+    )
+    ctl.cluster = cluster
+    try:
+        await asyncio.to_thread(cluster.start)
+        yield Env(ctl, cluster)
+    finally:
+        await asyncio.to_thread(cluster.stop)
+        await ctl.stop()
+
+
+async def test_describe_bootstrap_prints_kip113_json(env: Env) -> None:
+    t = await env.ctl.create_topic("orders", 3, rf=2)
+    u = await env.ctl.create_topic("audit", 1, rf=1, first_leader=1)
+    batch = build_batch([(None, b"x" * 1000)] * 10)
+    for tp in [*t, *u]:
+        await env.ctl.client(env.ctl.leader_of(tp)).produce(tp.topic, tp.partition, batch)
+
+    p = await env.describe()
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    jsonschema.validate(doc, KIP113_SCHEMA)
+    assert [b["broker"] for b in doc["brokers"]] == [0, 1]
+    for b in doc["brokers"]:
+        broker = env.cluster[b["broker"]]
+        assert [d["path"] for d in b["log dirs"]] == broker.log_dirs
+        assert all(d["is_live"] for d in b["log dirs"])
+    # The partitions are exactly the controller's assignment.
+    expected: dict[int, set[tuple[str, int]]] = {0: set(), 1: set()}
+    for tp, st in env.ctl.state.items():
+        for r in st.replicas:
+            expected[r].add((tp.topic, tp.partition))
+    assert placement(doc) == expected
+    assert expected[1] == {("orders", 0), ("orders", 1), ("orders", 2), ("audit", 0)}
+    # Sizes are the bytes on disk: each leader has its batch.
+    sizes = {
+        (b["broker"], p["topic"], p["partition"]): p["size"]
+        for b in doc["brokers"]
+        for d in b["log dirs"]
+        for p in d["partitions"]
+    }
+    for tp in [*t, *u]:
+        assert sizes[(env.ctl.leader_of(tp), tp.topic, tp.partition)] >= len(batch)
+    assert not any(
+        p["is_temporary"] for b in doc["brokers"] for d in b["log dirs"] for p in d["partitions"]
+    )
+
+    # --broker-list and --topic-list narrow the answer.
+    p = await env.describe("--broker-list", "1", "--topic-list", "audit")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    jsonschema.validate(doc, KIP113_SCHEMA)
+    assert placement(doc) == {1: {("audit", 0)}}
+
+
+async def test_describe_shows_a_move_in_flight_as_temporary(env: Env) -> None:
+    (tp,) = await env.ctl.create_topic("big", 1, rf=1)
+    leader = env.ctl.client(env.ctl.leader_of(tp))
+    batch = build_batch([(None, b"y" * 60_000)] * 16)
+    for _ in range(4):
+        await leader.produce(tp.topic, tp.partition, batch)
+    before = await leader.describe_log_dirs(topics=["big"])
+    src = next(d.path for d in before.log_dirs if d.partitions)
+    dst = next(d.path for d in before.log_dirs if d.path != src)
+    await leader.set_configs(wire.ThrottleConfig(intra_broker_throttled_rate=128 * 1024))
+    try:
+        await leader.alter_replica_log_dirs([(tp.topic, tp.partition, dst)])
+        p = await env.describe("--topic-list", "big")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        jsonschema.validate(doc, KIP113_SCHEMA)
+        dirs = {d["path"]: d["partitions"] for b in doc["brokers"] for d in b["log dirs"]}
+        assert [(x["topic"], x["is_temporary"]) for x in dirs[src]] == [("big", False)]
+        assert [(x["topic"], x["is_temporary"]) for x in dirs[dst]] == [("big", True)]
+        assert dirs[dst][0]["size"] < dirs[src][0]["size"]
+    finally:
+        await leader.alter_replica_log_dirs([(tp.topic, tp.partition, "any")])  # cancel
+        await leader.set_configs(wire.ThrottleConfig(intra_broker_throttled_rate=0))
+
+
+async def test_describe_errors_exit_1(env: Env, tmp_path: Path) -> None:
+    bad = tmp_path / "wrong-token"
+    bad.write_text("not-the-token\n")
+    p = await asyncio.to_thread(
+        jbod_ctl, "log-dirs", "describe", "--bootstrap-url", env.urls, "--token-file", str(bad)
+    )
+    assert p.returncode == 1 and p.stdout == ""
+    assert "describe-log-dirs failed on" in p.stderr and "token" in p.stderr.lower()
+    p = await env.describe("--broker-list", "0,7")
+    assert p.returncode == 1
+    assert "broker(s) 7 not among the bootstrap URLs' brokers (0, 1)" in p.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# kubectl paths against the real API server (the test writes the statuses the operator would)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class KubeEnv:
+    kc: KubeCluster
+    ns: str
+
+    def kubectl(self, *args: str, input: str | None = None) -> str:
+        p = self.kc.kubectl(*args, "-n", self.ns, input=input)
+        assert p.returncode == 0, f"kubectl {' '.join(args)}: {p.stderr}"
+        return p.stdout
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        self.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+    def patch_status(self, kind: str, name: str, status: dict[str, Any]) -> None:
+        self.kubectl(
+            "patch",
+            kind,
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": status}),
+        )
+
+    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        assert self.kc.kubeconfig is not None and self.kc.workdir is not None
+        env = dict(os.environ, KUBECACHEDIR=str(self.kc.workdir / "kubectl-cache"))
+        return jbod_ctl(
+            *args,
+            "-n",
+            self.ns,
+            "--kubeconfig",
+            str(self.kc.kubeconfig),
+            "--kubectl",
+            str(self.kc.kubectl_path),
+            env=env,
+        )
+
+
+@pytest.fixture
+def kube(kube_cluster: KubeCluster, request: pytest.FixtureRequest) -> Iterator[KubeEnv]:
+    kube_cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
+    kube_cluster.kubectl(
+        "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
+    )
+    ns = request.node.name.replace("_", "-")[:50]
+    kube_cluster.kubectl("create", "namespace", ns, check=True)
+    try:
+        yield KubeEnv(kube_cluster, ns)
+    finally:
+        kube_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def topic(name: str, partitions: list[list[tuple[int, str]]]) -> tuple[dict[str, Any], Any]:
+    obj = {
+        "apiVersion": "jbod.io/v1alpha1",
+        "kind": "Topic",
+        "metadata": {"name": name},
+        "spec": {"clusterName": "kip", "partitions": len(partitions), "replicationFactor": 2},
+    }
+    status = {
+        "topicName": name,
+        "partitions": [
+            {
+                "partition": i,
+                "replicas": [{"brokerId": b, "logDir": d} for b, d in reps],
+                "leader": reps[0][0],
+                "leaderEpoch": 0,
+                "isr": [b for b, _ in reps],
+            }
+            for i, reps in enumerate(partitions)
+        ],
+    }
+    return obj, status
+
+
+def broker_cluster(kube: KubeEnv) -> None:
+    kube.apply(
+        {
+            "apiVersion": "jbod.io/v1alpha1",
+            "kind": "BrokerCluster",
+            "metadata": {"name": "kip"},
+            "spec": {
+                "replicas": 3,
+                "logDirs": [{"name": "a", "size": "1Gi"}, {"name": "b", "size": "1Gi"}],
+            },
+        }
+    )
+
+
+def test_to_manifests_reads_topic_statuses_and_apply_waits(kube: KubeEnv, tmp_path: Path) -> None:
+    broker_cluster(kube)
+    obj, status = topic(
+        "clicks",
+        [[(0, "/k/0/data-a"), (1, "/k/1/data-a")], [(1, "/k/1/data-b"), (2, "/k/2/data-a")]],
+    )
+    kube.apply(obj)
+    kube.patch_status("topic", "clicks", status)
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": "clicks", "partition": 0, "replicas": [0, 1], "log_dirs": ["b", "a"]},
+                    {"topic": "clicks", "partition": 1, "replicas": [1, 0]},
+                ],
+            }
+        )
+    )
+    p = kube.ctl("reassignment", "to-manifests", str(plan), "--cluster", "kip", "--name", "t1")
+    assert p.returncode == 0, p.stderr
+    docs = list(yaml.safe_load_all(p.stdout))
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+        ("PartitionReassignment", "t1-brokers"),
+        ("LogDirMove", "t1-dirs"),
+    ]
+    # broker 1's replica of clicks-0 is already in "a": only broker 0's moves.
+    assert docs[1]["spec"]["moves"] == [
+        {"brokerId": 0, "topic": "clicks", "partition": 0, "logDir": "b"}
+    ]
+    assert "clicks-0 on broker 1 is already in a" in p.stderr
+    # (apply --wait below has the API server accept both: schema and CEL rules.)
+    manifests = tmp_path / "m.yaml"
+    manifests.write_text(p.stdout)
+
+    # A broker id the cluster does not have is refused before anything is printed.
+    plan.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": "clicks", "partition": 0, "replicas": [0, 5]}]}
+        )
+    )
+    p = kube.ctl("reassignment", "to-manifests", str(plan), "--cluster", "kip")
+    assert p.returncode == 1 and p.stdout == ""
+    assert "broker 5 does not exist in cluster kip (brokers 0-2)" in p.stderr
+
+    # apply --wait follows the status (written here as the operator would).
+    def operator() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            got = kube.kc.kubectl("get", "logdirmove", "t1-dirs", "-n", kube.ns, check=False)
+            if got.returncode == 0:
+                break
+            time.sleep(0.1)
+        time.sleep(0.6)
+        kube.patch_status(
+            "logdirmove",
+            "t1-dirs",
+            {
+                "phase": "Moving",
+                "progressPercent": 40,
+                "rateBytesPerSecond": 2 << 20,
+                "etaSeconds": 3,
+                "bytesCopied": 4 << 20,
+                "bytesTotal": 10 << 20,
+                "replicas": [{"brokerId": 0, "topic": "clicks", "partition": 0, "state": "Moving"}],
+            },
+        )
+        time.sleep(1.2)
+        kube.patch_status(
+            "logdirmove",
+            "t1-dirs",
+            {
+                "phase": "Succeeded",
+                "progressPercent": 100,
+                "bytesCopied": 10 << 20,
+                "bytesTotal": 10 << 20,
+                "replicas": [
+                    {"brokerId": 0, "topic": "clicks", "partition": 0, "state": "Succeeded"}
+                ],
+                "conditions": [
+                    {
+                        "type": "Succeeded",
+                        "status": "True",
+                        "reason": "AllMoved",
+                        "message": "1 replicas moved and verified",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }
+                ],
+            },
+        )
+
+    th = threading.Thread(target=operator, daemon=True)
+    th.start()
+    p = kube.ctl("logdirmove", "apply", str(manifests), "--wait", "--timeout", "60")
+    th.join()
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert {(a["kind"], a["name"]) for a in out["applied"]} == {
+        ("PartitionReassignment", "t1-brokers"),
+        ("LogDirMove", "t1-dirs"),
+    }
+    assert out["moves"][0]["phase"] == "Succeeded"
+    assert out["moves"][0]["replicas"] == {"Succeeded": 1}
+    # Not a terminal: plain progress lines, then the outcome.
+    assert "\r" not in p.stderr
+    assert "t1-dirs: [########------------]  40%  2.0 MiB/s  ETA 3s  Moving" in p.stderr
+    assert "LogDirMove t1-dirs: Succeeded: 1 replicas moved and verified" in p.stderr
+
+
+def test_wait_reports_failure_and_timeout(kube: KubeEnv) -> None:
+    broker_cluster(kube)
+    move = {
+        "apiVersion": "jbod.io/v1alpha1",
+        "kind": "LogDirMove",
+        "metadata": {"name": "doomed"},
+        "spec": {
+            "clusterName": "kip",
+            "moves": [{"brokerId": 0, "topic": "t", "partition": 0, "logDir": "b"}],
+        },
+    }
+    kube.apply(move)
+    p = kube.ctl("logdirmove", "wait", "doomed", "--timeout", "1")
+    assert p.returncode == 1
+    assert "LogDirMove doomed: timed out after 1 s in phase Pending at 0%" in p.stderr
+    assert json.loads(p.stdout)["timedOut"] is True
+    kube.patch_status(
+        "logdirmove",
+        "doomed",
+        {
+            "phase": "Failed",
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "ReplicaMovesFailed",
+                    "message": "broker 0: log dir /k/0/data-b is offline",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ],
+        },
+    )
+    p = kube.ctl("logdirmove", "wait", "doomed")
+    assert p.returncode == 1
+    assert "LogDirMove doomed: Failed: broker 0: log dir /k/0/data-b is offline" in p.stderr
+    p = kube.ctl("logdirmove", "wait", "nope")
+    assert p.returncode == 1 and "LogDirMove nope not found in namespace" in p.stderr
+
+
+def test_describe_cluster_reads_status_and_secret(kube: KubeEnv, tmp_path: Path) -> None:
+    broker_cluster(kube)
+
+    async def scenario() -> None:
+        ctl = ControllerStub()
+        await ctl.start()
+        cl = LocalCluster(str(tmp_path / "brokers"), size=2, num_dirs=2, controller_url=ctl.url)
+        ctl.cluster = cl
+        try:
+            await asyncio.to_thread(cl.start)
+            await ctl.create_topic("orders", 2, rf=1)
+            kube.apply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": "kip-broker-token"},
+                    "data": {"token": base64.b64encode(cl.token.encode()).decode()},
+                }
+            )
+            kube.patch_status(
+                "brokercluster",
+                "kip",
+                {"brokers": [{"id": b.broker_id, "live": True, "url": b.url} for b in cl.brokers]},
+            )
+            p = await asyncio.to_thread(kube.ctl, "log-dirs", "describe", "--cluster", "kip")
+            assert p.returncode == 0, p.stderr
+            doc = json.loads(p.stdout)
+            jsonschema.validate(doc, KIP113_SCHEMA)
+            assert placement(doc) == {
+                b: {(tp.topic, tp.partition) for tp, st in ctl.state.items() if b in st.replicas}
+                for b in (0, 1)
+            }
+            p = await asyncio.to_thread(
+                kube.ctl, "log-dirs", "describe", "--cluster", "kip", "--broker-list", "2"
+            )
+            assert p.returncode == 1
+            assert "BrokerCluster kip has no URL for broker(s) 2 (known: 0, 1)" in p.stderr
+            p = await asyncio.to_thread(kube.ctl, "log-dirs", "describe", "--cluster", "nope")
+            assert p.returncode == 1
+            assert f"BrokerCluster nope not found in namespace {kube.ns}" in p.stderr
+        finally:
+            await asyncio.to_thread(cl.stop)
+            await ctl.stop()
+
+    asyncio.run(scenario())
