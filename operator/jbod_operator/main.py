@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +79,19 @@ class Ctx:
             raise kopf.TemporaryError("standby: another operator holds the Lease", delay=5)
 
 
+class ApiRetryDelays:
+    """kopf's delays between retries of a failed API request, without end.
+
+    kopf gives up after its last delay (about a minute) and stops the operator, so a missing
+    RBAC verb on a watched resource would be a crash loop. Retrying forever logs the forbidden
+    request (verb, resource, the API server's message) at error level every minute instead,
+    and the operator recovers by itself once the Role is fixed. A fresh iterator per request.
+    """
+
+    def __iter__(self) -> Iterator[float]:
+        return itertools.chain((1, 1, 2, 3, 5, 8, 13, 21), itertools.repeat(60))
+
+
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # Progress and diff-base in annotations under our prefix: a strict status schema would
@@ -90,6 +105,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     # Re-list at least every minute, so a watch that silently stalls costs a minute at most.
     settings.watching.server_timeout = 60
     settings.watching.client_timeout = 90
+    # Forbidden or failing API calls are retried and logged forever, never fatal.
+    settings.networking.error_backoffs = ApiRetryDelays()
     cfg = load_settings()
     kube = KubeClient.from_env()
     pool = BrokerPool(cfg, kube)
