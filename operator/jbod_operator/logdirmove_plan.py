@@ -153,6 +153,11 @@ def resolve(
         if not dest.live:
             raise MoveSpecError(f"broker {t.broker}: target log dir {dest.path} is offline")
         src = bd.locate(t.topic, t.partition)
+        if dest.cordoned and (src is None or src.path != dest.path):
+            raise MoveSpecError(
+                f"broker {t.broker}: target log dir {dest.path} is cordoned (drained or being "
+                "drained): no replica may be placed on it"
+            )
         out.entries.append(
             {
                 "brokerId": t.broker,
@@ -212,11 +217,16 @@ class Totals:
 def totals(entries: Sequence[dict[str, Any]], rates: dict[tuple[int, str, int], float]) -> Totals:
     total = sum(int(e.get("bytesTotal") or 0) for e in entries)
     copied = sum(
-        int(e.get("bytesTotal") or 0) if e["state"] == SUCCEEDED else int(e.get("bytesCopied") or 0)
+        int(e.get("bytesTotal") or 0)
+        if e["state"] == SUCCEEDED
+        else 0
+        if e["state"] in FINAL  # failed or cancelled: its copy was dropped
+        else int(e.get("bytesCopied") or 0)
         for e in entries
     )
     done = all(e["state"] in FINAL for e in entries)
-    percent = 100 if done and entries else (int(100 * copied / total) if total else 0)
+    all_moved = bool(entries) and all(e["state"] == SUCCEEDED for e in entries)
+    percent = 100 if all_moved else (int(100 * copied / total) if total else 0)
     rate = int(sum(rates.values()))
     eta = None if done or rate <= 0 else int((total - copied) / rate)
     return Totals(copied, total, min(percent, 100), rate, eta)

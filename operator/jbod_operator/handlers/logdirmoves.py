@@ -159,7 +159,8 @@ async def reconcile_log_dir_move(
     involved = sorted({e["brokerId"] for e in entries})
 
     # 2. Cancel (spec.cancel) and timeout stop every move still running.
-    elapsed = time.time() - _ts(status.get("startTime"))
+    # startTime is truncated to the second: count from the latest possible start.
+    elapsed = time.time() - _ts(status.get("startTime")) - 1
     stop_reason = None
     if spec.get("cancel"):
         stop_reason = (CANCELLED, "Cancelled", "cancelled by spec.cancel")
