@@ -1,7 +1,7 @@
 """Placement planners for JBOD brokers: broker- and disk-aware rebalance plans.
 
 Pure planning (no Spark, no I/O): :func:`plan` (every mode) and :func:`plan_directory_balance`
-(directories only, what the demo uses). The Spark driver is ``python -m jbod_spark.plan``;
+(directories only, what the demo uses). The Spark driver is ``python -m jbod_spark.job``;
 the snapshot collector ``python -m jbod_spark.collect``.
 """
 

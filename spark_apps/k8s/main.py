@@ -3,7 +3,7 @@ to /opt/jbod/spark/main.py and installs the project (``pip install '.[spark]'``)
 
 import sys
 
-from jbod_spark.plan import main
+from jbod_spark.job import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,4 +1,4 @@
-"""``python -m jbod_spark.plan --snapshot X --out Y [--mode ...]``: the Spark job.
+"""``python -m jbod_spark.job --snapshot X --out Y [--mode ...]``: the Spark job.
 
 Reads a snapshot (JSON for one cluster, a folder of Parquet tables for a fleet), optionally a
 metric history (Parquet), plans on ``local[*]`` by default (``--master ""`` keeps the master that
@@ -19,7 +19,7 @@ from .options import DirRef, Mode, PlanOptions
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m jbod_spark.plan", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m jbod_spark.job", description=__doc__)
     p.add_argument("--snapshot", required=True, help="snapshot .json, or a Parquet tables folder")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.FULL.value)
