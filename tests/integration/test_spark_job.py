@@ -19,9 +19,9 @@ pyspark = pytest.importorskip("pyspark")
 from jbod_operator.models import LogDirMove, PartitionReassignment  # noqa: E402
 from jbod_spark import PlanOptions, plan  # noqa: E402
 from jbod_spark.frames import tables_from_arrays  # noqa: E402
+from jbod_spark.job import main as plan_main  # noqa: E402
 from jbod_spark.k8s import TEMPLATE_VARS, render_spark_application  # noqa: E402
 from jbod_spark.options import Mode  # noqa: E402
-from jbod_spark.job import main as plan_main  # noqa: E402
 from jbod_spark.spark_job import (  # noqa: E402
     aggregate_metrics,
     apply_loads,
