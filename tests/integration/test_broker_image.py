@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -49,6 +48,7 @@ from jbod_broker.storage.checkpoints import (
 )
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch, iter_batches
+from tests.dockerfile import Dockerfile, Instruction
 
 pytestmark = pytest.mark.integration
 
@@ -62,64 +62,11 @@ TOKEN = "image-test-token-0123456789abcdef"
 # -- Dockerfile parsing ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Instruction:
-    keyword: str
-    args: str
-    line: int
-
-    def words(self) -> list[str]:
-        """Exec (JSON array) form or shell-style words."""
-        text = self.args.strip()
-        if text.startswith("["):
-            parsed = json.loads(text)
-            assert isinstance(parsed, list), self
-            return [str(x) for x in parsed]
-        return shlex.split(text)
-
-
-def parse_dockerfile(path: Path = DOCKERFILE) -> list[Instruction]:
-    out: list[Instruction] = []
-    buf = ""
-    start = 0
-    for no, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        line = raw.rstrip()
-        if not buf and (not line.strip() or line.lstrip().startswith("#")):
-            continue
-        if buf and line.lstrip().startswith("#"):
-            continue  # comment lines inside a continuation are dropped by Docker
-        if not buf:
-            start = no
-        if line.endswith("\\"):
-            buf += line[:-1] + " "
-            continue
-        buf += line
-        keyword, _, args = buf.strip().partition(" ")
-        out.append(Instruction(keyword.upper(), args.strip(), start))
-        buf = ""
-    assert not buf, "the Dockerfile ends inside a line continuation"
-    return out
-
-
-def instructions(keyword: str) -> list[Instruction]:
-    return [i for i in parse_dockerfile() if i.keyword == keyword]
-
-
-def only(keyword: str) -> Instruction:
-    found = instructions(keyword)
-    assert found, f"the Dockerfile has no {keyword}"
-    return found[-1]  # Docker uses the last one
-
-
-def copy_sources() -> list[tuple[Instruction, list[str], str]]:
-    out = []
-    for ins in instructions("COPY") + instructions("ADD"):
-        words = [w for w in ins.words() if not w.startswith("--")]
-        if any(w.startswith("--from") for w in ins.words()):
-            continue  # from another stage, not the build context
-        assert len(words) >= 2, f"line {ins.line}: COPY needs a source and a destination"
-        out.append((ins, words[:-1], words[-1]))
-    return out
+_DOCKERFILE = Dockerfile(DOCKERFILE)
+parse_dockerfile = _DOCKERFILE.parse
+instructions = _DOCKERFILE.instructions
+only = _DOCKERFILE.only
+copy_sources = _DOCKERFILE.copy_sources
 
 
 def volumes() -> list[str]:

@@ -17,13 +17,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import tomllib
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -34,6 +32,7 @@ from packaging.utils import canonicalize_name
 from setuptools import find_namespace_packages, find_packages
 
 from tests import pin_operator_requirements as pins_mod
+from tests.dockerfile import Dockerfile, Instruction
 from tests.kube_cluster import KubeCluster
 from tests.operator_harness import OperatorProcess, wait_for
 
@@ -48,62 +47,11 @@ CHART_VALUES = REPO / "charts" / "jbod-operator" / "values.yaml"
 # -- Dockerfile parsing ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Instruction:
-    keyword: str
-    args: str
-    line: int
-
-    def words(self) -> list[str]:
-        """Exec (JSON array) form or shell-style words."""
-        text = self.args.strip()
-        if text.startswith("["):
-            parsed = json.loads(text)
-            assert isinstance(parsed, list), self
-            return [str(x) for x in parsed]
-        return shlex.split(text)
-
-
-def parse_dockerfile(path: Path = DOCKERFILE) -> list[Instruction]:
-    out: list[Instruction] = []
-    buf, start = "", 0
-    for no, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        line = raw.rstrip()
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue  # blank and comment lines (also inside a continuation, as Docker does)
-        if not buf:
-            start = no
-        if line.endswith("\\"):
-            buf += line[:-1] + " "
-            continue
-        buf += line
-        keyword, _, args = buf.strip().partition(" ")
-        out.append(Instruction(keyword.upper(), args.strip(), start))
-        buf = ""
-    assert not buf, "the Dockerfile ends inside a line continuation"
-    return out
-
-
-def instructions(keyword: str) -> list[Instruction]:
-    return [i for i in parse_dockerfile() if i.keyword == keyword]
-
-
-def only(keyword: str) -> Instruction:
-    found = instructions(keyword)
-    assert found, f"the Dockerfile has no {keyword}"
-    return found[-1]  # Docker uses the last one
-
-
-def copy_sources() -> list[tuple[Instruction, list[str], str]]:
-    out = []
-    for ins in instructions("COPY") + instructions("ADD"):
-        words = ins.words()
-        if any(w.startswith("--from") for w in words):
-            continue  # another stage, not the build context
-        words = [w for w in words if not w.startswith("--")]
-        assert len(words) >= 2, f"line {ins.line}: COPY needs a source and a destination"
-        out.append((ins, words[:-1], words[-1]))
-    return out
+_DOCKERFILE = Dockerfile(DOCKERFILE)
+parse_dockerfile = _DOCKERFILE.parse
+instructions = _DOCKERFILE.instructions
+only = _DOCKERFILE.only
+copy_sources = _DOCKERFILE.copy_sources
 
 
 def run_text() -> str:
