@@ -1,12 +1,18 @@
-"""Reading a Dockerfile the way Docker does, for the image tests (no Docker engine runs here:
-the tests check what an image build would copy and run, not an image)."""
+"""Reading a Dockerfile the way Docker does, and its pinned requirements, for the image tests.
+
+No Docker engine runs here: the tests check what an image build would copy, install and run.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 
 @dataclass(frozen=True)
@@ -67,3 +73,33 @@ class Dockerfile:
             assert len(words) >= 2, f"line {ins.line}: COPY needs a source and a destination"
             out.append((ins, words[:-1], words[-1]))
         return out
+
+
+def read_pins(path: Path) -> dict[str, tuple[str, str]]:
+    """A pinned requirements file (what an image installs with ``--no-deps``):
+    canonical name -> (name as written, version). Every line must pin with ``==``."""
+    out: dict[str, tuple[str, str]] = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", line)
+        assert m, f"{path.name}: {line!r} is not pinned with =="
+        key = canonicalize_name(m.group(1))
+        assert key not in out, f"{path.name} pins {m.group(1)} twice"
+        out[key] = (m.group(1), m.group(2))
+    return out
+
+
+def pin_drift(pins: dict[str, tuple[str, str]]) -> list[str]:
+    """Pins that differ from what the project's venv has installed."""
+    drift = []
+    for name, version in pins.values():
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            drift.append(f"{name}=={version} is not installed in the venv")
+            continue
+        if installed != version:
+            drift.append(f"{name}: pinned {version}, the venv has {installed}")
+    return drift

@@ -48,7 +48,7 @@ from jbod_broker.storage.checkpoints import (
 )
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch, iter_batches
-from tests.dockerfile import Dockerfile, Instruction
+from tests.dockerfile import Dockerfile, Instruction, pin_drift, read_pins
 
 pytestmark = pytest.mark.integration
 
@@ -181,30 +181,11 @@ def test_copied_tree_is_an_installable_broker_package(tmp_path: Path) -> None:
 
 
 def pins() -> dict[str, tuple[str, str]]:
-    """canonical name -> (name as written, version)."""
-    out: dict[str, tuple[str, str]] = {}
-    for raw in REQUIREMENTS.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        m = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", line)
-        assert m, f"requirements.txt: {line!r} is not pinned with =="
-        key = canonicalize_name(m.group(1))
-        assert key not in out, f"requirements.txt pins {m.group(1)} twice"
-        out[key] = (m.group(1), m.group(2))
-    return out
+    return read_pins(REQUIREMENTS)
 
 
 def test_pins_equal_the_venv_versions() -> None:
-    drift = []
-    for name, version in pins().values():
-        try:
-            installed = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            drift.append(f"{name}=={version} is not installed in the venv")
-            continue
-        if installed != version:
-            drift.append(f"{name}: pinned {version}, venv has {installed}")
+    drift = pin_drift(pins())
     assert not drift, "broker_image/requirements.txt drifted (run `make pin`):\n" + "\n".join(drift)
 
 

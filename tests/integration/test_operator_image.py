@@ -32,7 +32,7 @@ from packaging.utils import canonicalize_name
 from setuptools import find_namespace_packages, find_packages
 
 from tests import pin_operator_requirements as pins_mod
-from tests.dockerfile import Dockerfile, Instruction
+from tests.dockerfile import Dockerfile, Instruction, pin_drift, read_pins
 from tests.kube_cluster import KubeCluster
 from tests.operator_harness import OperatorProcess, wait_for
 
@@ -135,18 +135,7 @@ def test_copied_tree_installs_the_operator_and_the_broker_package(tmp_path: Path
 
 
 def pins() -> dict[str, tuple[str, str]]:
-    """canonical name -> (name as written, version)."""
-    out: dict[str, tuple[str, str]] = {}
-    for raw in REQUIREMENTS.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        m = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", line)
-        assert m, f"{REQUIREMENTS.name}: {line!r} is not pinned with =="
-        key = canonicalize_name(m.group(1))
-        assert key not in out, f"{REQUIREMENTS.name} pins {m.group(1)} twice"
-        out[key] = (m.group(1), m.group(2))
-    return out
+    return read_pins(REQUIREMENTS)
 
 
 def test_the_image_installs_the_pinned_file() -> None:
@@ -155,15 +144,7 @@ def test_the_image_installs_the_pinned_file() -> None:
 
 
 def test_pins_equal_the_venv_versions() -> None:
-    drift = []
-    for name, version in pins().values():
-        try:
-            installed = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            drift.append(f"{name}=={version} is not installed in the venv")
-            continue
-        if installed != version:
-            drift.append(f"{name}: pinned {version}, the venv has {installed}")
+    drift = pin_drift(pins())
     assert not drift, (
         f"{REQUIREMENTS.name} drifted (run .venv/bin/python -m tests.pin_operator_requirements):\n"
         + "\n".join(drift)
