@@ -26,6 +26,7 @@ from jbod_broker import wire
 from jbod_broker.errors import StaleControllerEpochError
 from jbod_broker.storage.errors import StorageError
 
+from . import partition_state
 from .brokers import BrokerPool
 from .election import apply_to_status, decide, validate_alter_partition, view_from_status
 from .kube import TOPICS, ApiError, KubeClient
@@ -215,17 +216,12 @@ class ClusterController:
 
     def _state(self, t: dict[str, Any], s: dict[str, Any]) -> wire.LeaderAndIsrPartition:
         spec = t.get("spec") or {}
-        return wire.LeaderAndIsrPartition(
-            topic=topic_name_of(t),
-            partition=s["partition"],
-            leader=s["leader"],
-            leader_epoch=s["leaderEpoch"],
-            isr=list(s["isr"]),
-            partition_epoch=s.get("partitionEpoch", 0),
-            replicas=[r["brokerId"] for r in s["replicas"]],
-            is_new_replica=False,
-            min_insync_replicas=spec.get("minInsyncReplicas") or 1,
-            configs=dict(spec.get("configs") or {}),
+        return partition_state.leader_and_isr(
+            topic_name_of(t),
+            s,
+            is_new=False,
+            min_isr=spec.get("minInsyncReplicas") or 1,
+            configs=spec.get("configs") or {},
         )
 
     async def _probe(
@@ -282,15 +278,7 @@ class ClusterController:
             controller_epoch=self.pool.controller_epoch,
             live_brokers=self.pool.endpoints(self.namespace, self.name, sorted(live)),
             partitions=[
-                wire.PartitionMetadata(
-                    topic=topic_name_of(t),
-                    partition=s["partition"],
-                    leader=s["leader"],
-                    leader_epoch=s["leaderEpoch"],
-                    isr=list(s["isr"]),
-                    replicas=[r["brokerId"] for r in s["replicas"]],
-                    offline_replicas=list(s.get("offlineReplicas", [])),
-                )
+                partition_state.metadata(topic_name_of(t), s)
                 for t in topics
                 for s in t["status"]["partitions"]
             ],

@@ -15,6 +15,7 @@ from typing import Any
 from jbod_broker import wire
 from jbod_broker.storage.errors import StorageError
 
+from .. import partition_state
 from ..assignment import BrokerInfo, DirUsage, assign_partitions, choose_log_dir
 from ..brokers import BrokerPool
 from ..conditions import set_condition
@@ -109,27 +110,17 @@ def plan_new_partitions(
 def leader_and_isr_parts(
     t: Topic, states: list[dict[str, Any]], broker: int, new: set[int], min_isr: int
 ) -> list[wire.LeaderAndIsrPartition]:
-    name = topic_name(t)
-    parts = []
-    for s in states:
-        ids = [r["brokerId"] for r in s["replicas"]]
-        if broker not in ids:
-            continue
-        parts.append(
-            wire.LeaderAndIsrPartition(
-                topic=name,
-                partition=s["partition"],
-                leader=s["leader"],
-                leader_epoch=s["leaderEpoch"],
-                isr=list(s["isr"]),
-                partition_epoch=s.get("partitionEpoch", 0),
-                replicas=ids,
-                is_new_replica=s["partition"] in new,
-                min_insync_replicas=min_isr,
-                configs=dict(t.spec.configs or {}),
-            )
+    return [
+        partition_state.leader_and_isr(
+            topic_name(t),
+            s,
+            is_new=s["partition"] in new,
+            min_isr=min_isr,
+            configs=t.spec.configs or {},
         )
-    return parts
+        for s in states
+        if broker in partition_state.replica_ids(s)
+    ]
 
 
 async def reconcile_topic(
@@ -286,17 +277,11 @@ async def _send_state(
         controller_epoch=pool.controller_epoch,
         live_brokers=endpoints,
         partitions=[
-            wire.PartitionMetadata(
-                topic=name,
-                partition=s["partition"],
-                leader=s["leader"],
-                leader_epoch=s["leaderEpoch"],
-                isr=list(s["isr"]),
-                replicas=[r["brokerId"] for r in s["replicas"]],
-                offline_replicas=sorted(
-                    offline.get(s["partition"], set())
-                    | ({r["brokerId"] for r in s["replicas"]} - set(live))
-                ),
+            partition_state.metadata(
+                name,
+                s,
+                offline.get(s["partition"], set())
+                | (set(partition_state.replica_ids(s)) - set(live)),
             )
             for s in states
         ],
