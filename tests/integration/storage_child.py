@@ -4,6 +4,7 @@ Opens a :class:`LogManager` on the given directories (running crash recovery), t
 batches to a few partitions for as long as it lives. After each append it calls ``log.flush()``
 and only then prints an acknowledgement line and flushes stdout::
 
+    RECOVERING                                  once, just before the log manager opens
     READY <partition>:<log end offset> ...      once, after start-up
     ACK <partition> <first offset> <last offset> <seed>
     SHUTDOWN                                    after a clean lm.shutdown() (--shutdown-after)
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
     deadline = time.monotonic() + args.max_seconds
     dirs = args.dirs.split(",")
+    _emit("RECOVERING")
     lm = LogManager(dirs, broker_id=BROKER_ID, default_config=log_config())
     lm.startup()
     tps = partitions(args.partitions)
