@@ -141,9 +141,13 @@ class BrokerClient:
         err.http_status = status  # type: ignore[attr-defined]
         return err
 
-    async def _json(self, path: str, req: wire.Model | None, out: type[M]) -> M:
+    async def _json(
+        self, path: str, req: wire.Model | None, out: type[M], *, timeout_s: float | None = None
+    ) -> M:
         body = req.model_dump_json().encode() if req is not None else b"{}"
-        _, data, _ = await self._request("POST", path, body=body, content_type="application/json")
+        _, data, _ = await self._request(
+            "POST", path, body=body, content_type="application/json", timeout_s=timeout_s
+        )
         return out.model_validate_json(data)
 
     # -- admin ----------------------------------------------------------------------------
@@ -170,15 +174,20 @@ class BrokerClient:
         )
 
     async def describe_replica_log_dirs(
-        self, replicas: list[tuple[str, int]] | None = None
+        self, replicas: list[tuple[str, int]] | None = None, *, wait_ms: int = 0
     ) -> wire.DescribeReplicaLogDirsResponse:
+        """The moves of ``replicas``; ``wait_ms`` long-polls until one of them ends."""
         req = wire.DescribeReplicaLogDirsRequest(
             partitions=None
             if replicas is None
-            else [wire.ReplicaRef(topic=t, partition=p) for t, p in replicas]
+            else [wire.ReplicaRef(topic=t, partition=p) for t, p in replicas],
+            wait_ms=wait_ms,
         )
         return await self._json(
-            ADMIN + "/describe-replica-log-dirs", req, wire.DescribeReplicaLogDirsResponse
+            ADMIN + "/describe-replica-log-dirs",
+            req,
+            wire.DescribeReplicaLogDirsResponse,
+            timeout_s=wait_ms / 1000 + 30,
         )
 
     async def set_configs(self, cfg: wire.ThrottleConfig) -> wire.ThrottleConfig:

@@ -63,6 +63,16 @@ class BrokerMetrics:
         )
         counter_fn("jbod_bytes_in_total", "Bytes produced to this broker", lambda: rm.bytes_in)
         counter_fn("jbod_bytes_out_total", "Bytes fetched from this broker", lambda: rm.bytes_out)
+        counter_fn(
+            "jbod_produce_writes_total",
+            "Log writes made for produce requests (group commit: one per group)",
+            lambda: rm.append_writes,
+        )
+        counter_fn(
+            "jbod_produce_requests_appended_total",
+            "Produce requests appended (divide by writes for the mean group size)",
+            lambda: rm.append_requests,
+        )
         counter_fn("jbod_isr_shrinks_total", "ISR shrinks", lambda: rm.isr_shrinks)
         counter_fn("jbod_isr_expands_total", "ISR expands", lambda: rm.isr_expands)
         counter_fn(

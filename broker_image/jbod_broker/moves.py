@@ -6,7 +6,9 @@ its lifetime inside the broker and translates its descriptions into the API's mo
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from . import wire
 from .config import BrokerConfig
@@ -23,6 +25,8 @@ class MoveService:
             throttle_rate=config.intra_broker_throttled_rate or None,
             start=False,
         )
+        self._waiters: list[_Waiter] = []
+        self.engine.add_end_listener(self._on_end)
 
     def start(self, report: StartupReport | None) -> None:
         self.engine.start()
@@ -59,6 +63,35 @@ class MoveService:
             for i in self.engine.describe(tps)
         ]
 
+    async def wait_for_end(self, tps: list[TopicPartition] | None, timeout: float) -> None:
+        """Return when one of ``tps`` (any replica if None) is not moving, or after ``timeout``.
+
+        The long poll behind describe-replica-log-dirs ``wait_ms``: the operator learns that a
+        move ended when it ends, instead of on its next poll. A replica that is not moving now
+        (done, failed, unknown to the engine) ends the wait at once.
+        """
+        wanted = None if tps is None else set(tps)
+        if any(i.state is None or i.state.finished for i in self.engine.describe(tps)):
+            return
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(loop, loop.create_future(), wanted)
+        self._waiters.append(waiter)
+        try:
+            # A move that ended between the check above and the registration woke nobody.
+            if any(i.state is None or i.state.finished for i in self.engine.describe(tps)):
+                return
+            await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            self._waiters.remove(waiter)
+
+    def _on_end(self, tp: TopicPartition, state: MoveState) -> None:
+        # The engine's thread, under its lock: only hand the news to each waiter's loop.
+        for w in list(self._waiters):
+            if w.tps is None or tp in w.tps:
+                w.loop.call_soon_threadsafe(_wake, w.future)
+
     def set_rate(self, rate: int) -> None:
         self.engine.set_throttle_rate(rate or None)
 
@@ -87,6 +120,18 @@ class MoveService:
     @property
     def in_progress(self) -> int:
         return len(self._running())
+
+
+@dataclass(slots=True)
+class _Waiter:
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+    tps: set[TopicPartition] | None
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 __all__ = ["MoveService", "MoveState"]

@@ -363,6 +363,8 @@ async def describe_replica_log_dirs(request: web.Request) -> web.Response:
         if req.partitions is None
         else [TopicPartition(r.topic, r.partition) for r in req.partitions]
     )
+    if req.wait_ms:
+        await b.moves.wait_for_end(tps, req.wait_ms / 1000)
     return respond(wire.DescribeReplicaLogDirsResponse(partitions=b.moves.describe(tps)))
 
 

@@ -104,6 +104,13 @@ class ReplicaRef(Model):
 
 class DescribeReplicaLogDirsRequest(Model):
     partitions: list[ReplicaRef] | None = Field(default=None, max_length=MAX_LIST)
+    wait_ms: int = Field(
+        default=0,
+        ge=0,
+        le=60_000,
+        description="Long poll: answer as soon as one of the listed moves ends (or is not "
+        "running), at the latest after this many milliseconds; 0 answers at once.",
+    )
 
 
 class ReplicaLogDirInfo(Model):

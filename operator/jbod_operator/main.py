@@ -22,7 +22,7 @@ from .brokers import BrokerPool
 from .cluster_controller import ClusterController
 from .endpoint import ControllerEndpoint
 from .handlers import clusters, logdirmoves, topics
-from .kube import KubeClient
+from .kube import LOG_DIR_MOVES, KubeClient
 from .leadership import LeaseElector
 from .settings import OperatorSettings, load_settings
 
@@ -105,6 +105,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     # Re-list at least every minute, so a watch that silently stalls costs a minute at most.
     settings.watching.server_timeout = 60
     settings.watching.client_timeout = 90
+    # kopf waits this long after an object's last event before it handles it (0.1 s by
+    # default), to fold bursts; handlers reconcile from observed state, so start sooner.
+    settings.batching.batch_window = 0.02
     # Forbidden or failing API calls are retried and logged forever, never fatal.
     settings.networking.error_backoffs = ApiRetryDelays()
     cfg = load_settings()
@@ -233,7 +236,7 @@ async def topic_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 MOVE_INTERVAL = float(os.environ.get("JBOD_OPERATOR_MOVE_POLL_SECONDS", "1"))
 
 
-async def _move(body: kopf.Body, memo: kopf.Memo) -> None:
+async def _move(body: kopf.Body, memo: kopf.Memo, *, wait_s: float = 0.0) -> None:
     ctx: Ctx = memo["ctx"]
     if body.get("metadata", {}).get("deletionTimestamp"):
         return
@@ -244,8 +247,12 @@ async def _move(body: kopf.Body, memo: kopf.Memo) -> None:
     ns = body["metadata"]["namespace"]
     ctrl = ctx.ensure_controller(ns, body["spec"]["clusterName"])
     async with ctx.lock(body):
+        # The body kopf handed us may predate a pass that held the lock before us.
+        current = await ctx.kube.get(LOG_DIR_MOVES, ns, body["metadata"]["name"])
+        if current is None or current["metadata"].get("deletionTimestamp"):
+            return
         outcome = await logdirmoves.reconcile_log_dir_move(
-            ctx.kube, ctx.pool, dict(body), topic_lock=ctrl.lock
+            ctx.kube, ctx.pool, current, topic_lock=ctrl.lock, wait_s=wait_s
         )
     for type_, reason, message in outcome.events:
         kopf.event(body, type=type_, reason=reason, message=message)
@@ -261,7 +268,8 @@ async def move_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 @kopf.timer(GROUP, VERSION, "logdirmoves", interval=MOVE_INTERVAL, backoff=2)
 async def move_progress(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     with contextlib.suppress(kopf.TemporaryError):
-        await _move(body, memo)
+        # Long-poll: a move that ends during this pass is verified at once.
+        await _move(body, memo, wait_s=MOVE_INTERVAL)
 
 
 @kopf.on.delete(GROUP, VERSION, "logdirmoves", backoff=2)

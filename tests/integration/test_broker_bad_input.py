@@ -622,6 +622,21 @@ WRONG_TYPES: list[tuple[str, object, tuple[str, ...]]] = [
         ("max_wait_ms",),
     ),
     (
+        "/v1/admin/describe-replica-log-dirs",
+        {"partitions": None, "wait_ms": -1},
+        ("wait_ms",),
+    ),
+    (
+        "/v1/admin/describe-replica-log-dirs",
+        {"partitions": None, "wait_ms": 10**12},
+        ("wait_ms",),
+    ),
+    (
+        "/v1/admin/describe-replica-log-dirs",
+        {"partitions": None, "wait_ms": "soon"},
+        ("wait_ms",),
+    ),
+    (
         "/v1/replica/fetch",
         {
             "replica_id": 1,

@@ -46,7 +46,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
@@ -269,6 +269,7 @@ class ReplicaMoveEngine:
         self._workers: list[threading.Thread] = []
         self._stopping = False
         self.bytes_by_method: dict[str, int] = {m.value: 0 for m in ALL_METHODS}
+        self._end_listeners: list[Callable[[TopicPartition, MoveState], None]] = []
         log_manager.channel.add_listener(self._on_dir_offline)
         if start:
             self.start()
@@ -589,6 +590,19 @@ class ReplicaMoveEngine:
             self.bytes_by_method[method.value] += n
         task.copier.bytes_by_method = dict.fromkeys(ALL_METHODS, 0)
         task.done.set()
+        for fn in self._end_listeners:
+            try:
+                fn(task.tp, state)
+            except Exception:  # a listener must not break the engine
+                log.exception("move end listener failed")
+
+    def add_end_listener(self, fn: Callable[[TopicPartition, MoveState], None]) -> None:
+        """Call ``fn(tp, state)`` whenever a move ends (any finished state).
+
+        It runs in the engine's thread under the engine's lock: it must only hand the news on
+        (for instance with ``loop.call_soon_threadsafe``).
+        """
+        self._end_listeners.append(fn)
 
     def _set_state(self, task: _Task, state: MoveState) -> None:
         if task.state is not state:

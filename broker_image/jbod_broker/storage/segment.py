@@ -194,9 +194,24 @@ class LogSegment:
         """Append validated batches; ``metas`` describe ``data`` batch by batch, in order."""
         position = self.size
         _pwrite_all(self._fd, data, position)
+        # _index_batch, inlined with locals: this loop runs once per appended batch.
+        interval = self.index_interval_bytes
+        since = self._bytes_since_index
+        max_seen = self.max_timestamp
+        last_offset = self.next_offset - 1
         for last_offset, size, max_ts in metas:
-            self._index_batch(last_offset, size, max_ts, position)
+            if since >= interval or position == 0:
+                self.index.append(last_offset, position)
+                if max_ts > max_seen:
+                    self.time_index.maybe_append(max_ts, last_offset)
+                since = 0
+            since += size
+            if max_ts > max_seen:
+                max_seen = max_ts
             position += size
+        self._bytes_since_index = since
+        self.max_timestamp = max_seen
+        self.next_offset = last_offset + 1
         self.size = position
 
     def append_raw(self, data: bytes | bytearray | memoryview) -> None:

@@ -108,9 +108,10 @@ the resources it serves. tests/unit/test_chart_templates.py compares them with t
 - apiGroups: ["jbod.io"]
   resources: ["topics/status"]
   verbs: ["patch", "update"]
+# Each pass reads its LogDirMove afresh (get): the body an event carried may be stale.
 - apiGroups: ["jbod.io"]
   resources: ["logdirmoves"]
-  verbs: ["list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["jbod.io"]
   resources: ["logdirmoves/status"]
   verbs: ["patch"]

@@ -88,7 +88,16 @@ async def reconcile_log_dir_move(
     body: dict[str, Any],
     *,
     topic_lock: asyncio.Lock | None = None,
+    wait_s: float = 0.0,
 ) -> MoveOutcome:
+    """One pass; with ``wait_s`` it first waits (at most that long) for a running move to end."""
+    if wait_s > 0 and await _wait_for_a_move_to_end(pool, body, wait_s):
+        # The wait took time: reconcile from the state of record as it is now.
+        where = body["metadata"]
+        fresh = await kube.get(LOG_DIR_MOVES, where["namespace"], where["name"])
+        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+            return MoveOutcome(dict(body.get("status") or {}))
+        body = fresh
     meta = body["metadata"]
     ns, name, gen = meta["namespace"], meta["name"], meta.get("generation")
     spec = body.get("spec") or {}
@@ -319,6 +328,35 @@ async def reconcile_log_dir_move(
         )
         out.active = True
     return await _write(kube, ns, name, body, out)
+
+
+async def _wait_for_a_move_to_end(pool: BrokerPool, body: dict[str, Any], wait_s: float) -> bool:
+    """Long-poll the brokers with moves running until one of the moves ends; False: nothing ran.
+
+    The operator then verifies a finished move when it finishes, not on its next poll, which
+    is most of what it would otherwise add to a short move. A broker that cannot be reached
+    ends the wait at once (the pass then proceeds as usual).
+    """
+    ns, cluster = body["metadata"]["namespace"], body["spec"]["clusterName"]
+    by_broker: dict[int, list[tuple[str, int]]] = {}
+    for e in (body.get("status") or {}).get("replicas") or []:
+        if e.get("state") == MOVING:
+            by_broker.setdefault(int(e["brokerId"]), []).append((e["topic"], int(e["partition"])))
+    if not by_broker:
+        return False
+
+    async def poll(b: int, replicas: list[tuple[str, int]]) -> None:
+        client = await pool.client(ns, cluster, b)
+        await client.describe_replica_log_dirs(replicas, wait_ms=int(wait_s * 1000))
+
+    tasks = [asyncio.create_task(poll(b, r)) for b, r in sorted(by_broker.items())]
+    try:
+        await asyncio.wait(tasks, timeout=wait_s + 5, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return True
 
 
 async def _write(
