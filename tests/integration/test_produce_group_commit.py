@@ -10,6 +10,7 @@ that requests did share writes.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import urllib.request
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def test_concurrent_produce_shares_writes_and_loses_nothing(tmp_path: Path) -> N
         assert len(keys) == len(want) and set(keys) == want  # each record exactly once
         spans = sorted(acks)
         assert spans[0][0] == 0
-        for (_, last, _), (first, _, _) in zip(spans, spans[1:], strict=False):
+        for (_, last, _), (first, _, _) in itertools.pairwise(spans):
             assert first == last + 1  # acknowledged ranges tile the log
         assert spans[-1][1] == len(keys) - 1
         for first, last, key in spans:  # each acknowledgement names its own records
