@@ -12,9 +12,9 @@ import contextlib
 import itertools
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
@@ -25,6 +25,8 @@ from .handlers import clusters, logdirmoves, topics
 from .kube import LOG_DIR_MOVES, KubeClient
 from .leadership import LeaseElector
 from .settings import OperatorSettings, load_settings
+
+T = TypeVar("T")
 
 GROUP, VERSION = "jbod.io", "v1alpha1"
 INTERVAL = float(os.environ.get("JBOD_OPERATOR_RECONCILE_INTERVAL_SECONDS", "10"))
@@ -107,7 +109,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.watching.client_timeout = 90
     # kopf waits this long after an object's last event before it handles it (0.1 s by
     # default), to fold bursts; handlers reconcile from observed state, so start sooner.
-    settings.batching.batch_window = 0.02
+    settings.batching.batch_window = 0.005
+    # A deletion waits for the object's timers to exit: the LogDirMove timer long-polls but
+    # gives way at once to kopf's stop flag; give it a second, then look again soon.
+    settings.background.instant_exit_timeout = 1.0
+    settings.background.cancellation_polling = 2
     # Forbidden or failing API calls are retried and logged forever, never fatal.
     settings.networking.error_backoffs = ApiRetryDelays()
     cfg = load_settings()
@@ -236,26 +242,73 @@ async def topic_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 MOVE_INTERVAL = float(os.environ.get("JBOD_OPERATOR_MOVE_POLL_SECONDS", "1"))
 
 
-async def _move(body: kopf.Body, memo: kopf.Memo, *, wait_s: float = 0.0) -> None:
+async def _unless_stopped(aw: Awaitable[T], stopped: kopf.DaemonStopped | None) -> T | None:
+    """``aw``'s result, or None as soon as kopf asks the timer to stop (deletion, exit)."""
+    if stopped is None:
+        return await aw
+    if stopped:
+        return None
+
+    async def stop() -> None:
+        await stopped.wait()
+
+    task = asyncio.ensure_future(aw)
+    halt = asyncio.ensure_future(stop())
+    try:
+        await asyncio.wait({task, halt}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (task, halt):
+            t.cancel()
+        await asyncio.gather(task, halt, return_exceptions=True)
+    if task.cancelled() or (halt.done() and not halt.cancelled()):
+        return None
+    return task.result()
+
+
+async def _move(
+    body: kopf.Body,
+    memo: kopf.Memo,
+    *,
+    wait_s: float = 0.0,
+    stopped: kopf.DaemonStopped | None = None,
+) -> logdirmoves.MoveOutcome | None:
+    """One pass over a LogDirMove; with ``wait_s``, first wait for one of its moves to end.
+
+    The wait gives way to ``stopped``: kopf holds a deletion until its timers have exited.
+    """
     ctx: Ctx = memo["ctx"]
     if body.get("metadata", {}).get("deletionTimestamp"):
-        return
+        return None
     phase = (body.get("status") or {}).get("phase")
     if phase in ("Succeeded", "Failed", "Cancelled") and not body["spec"].get("drain"):
-        return
+        return None
     ctx.require_leader()
-    ns = body["metadata"]["namespace"]
+    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
     ctrl = ctx.ensure_controller(ns, body["spec"]["clusterName"])
+    if wait_s > 0:
+        # Outside the lock: a spec change (cancel) or deletion is not held up by the wait.
+        current = await ctx.kube.get(LOG_DIR_MOVES, ns, name)
+        if current is None or current["metadata"].get("deletionTimestamp"):
+            return None
+        answered = await _unless_stopped(
+            logdirmoves.wait_for_a_move_to_end(ctx.pool, current, wait_s), stopped
+        )
+        if answered is None:
+            return None  # stopped
+        # Nothing to wait on: pace like a plain poll.
+        if not answered and await _unless_stopped(asyncio.sleep(wait_s, True), stopped) is None:
+            return None
     async with ctx.lock(body):
         # The body kopf handed us may predate a pass that held the lock before us.
-        current = await ctx.kube.get(LOG_DIR_MOVES, ns, body["metadata"]["name"])
+        current = await ctx.kube.get(LOG_DIR_MOVES, ns, name)
         if current is None or current["metadata"].get("deletionTimestamp"):
-            return
+            return None
         outcome = await logdirmoves.reconcile_log_dir_move(
-            ctx.kube, ctx.pool, current, topic_lock=ctrl.lock, wait_s=wait_s
+            ctx.kube, ctx.pool, current, topic_lock=ctrl.lock
         )
     for type_, reason, message in outcome.events:
         kopf.event(body, type=type_, reason=reason, message=message)
+    return outcome
 
 
 @kopf.on.resume(GROUP, VERSION, "logdirmoves", backoff=2)
@@ -266,10 +319,25 @@ async def move_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.timer(GROUP, VERSION, "logdirmoves", interval=MOVE_INTERVAL, backoff=2)
-async def move_progress(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def move_progress(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    """Follow a running LogDirMove: wait for one of its moves to end, verify, repeat.
+
+    Each round long-polls the brokers (at most one poll interval), so a move is verified when
+    it ends rather than on the next tick; rounds are at least a quarter interval apart, and the
+    handler returns to kopf after a minute so that the timer stays kopf's to schedule.
+    """
+    stopped: kopf.DaemonStopped = kwargs["stopped"]  # kopf passes it to timers too
+    loop = asyncio.get_running_loop()
+    until = loop.time() + 60
     with contextlib.suppress(kopf.TemporaryError):
-        # Long-poll: a move that ends during this pass is verified at once.
-        await _move(body, memo, wait_s=MOVE_INTERVAL)
+        while True:
+            started = loop.time()
+            outcome = await _move(body, memo, wait_s=MOVE_INTERVAL, stopped=stopped)
+            if outcome is None or not outcome.active or loop.time() >= until or stopped:
+                return
+            pause = max(0.0, started + MOVE_INTERVAL / 4 - loop.time())
+            if await _unless_stopped(asyncio.sleep(pause, True), stopped) is None:
+                return
 
 
 @kopf.on.delete(GROUP, VERSION, "logdirmoves", backoff=2)

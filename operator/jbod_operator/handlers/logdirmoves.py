@@ -88,16 +88,7 @@ async def reconcile_log_dir_move(
     body: dict[str, Any],
     *,
     topic_lock: asyncio.Lock | None = None,
-    wait_s: float = 0.0,
 ) -> MoveOutcome:
-    """One pass; with ``wait_s`` it first waits (at most that long) for a running move to end."""
-    if wait_s > 0 and await _wait_for_a_move_to_end(pool, body, wait_s):
-        # The wait took time: reconcile from the state of record as it is now.
-        where = body["metadata"]
-        fresh = await kube.get(LOG_DIR_MOVES, where["namespace"], where["name"])
-        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
-            return MoveOutcome(dict(body.get("status") or {}))
-        body = fresh
     meta = body["metadata"]
     ns, name, gen = meta["namespace"], meta["name"], meta.get("generation")
     spec = body.get("spec") or {}
@@ -330,12 +321,14 @@ async def reconcile_log_dir_move(
     return await _write(kube, ns, name, body, out)
 
 
-async def _wait_for_a_move_to_end(pool: BrokerPool, body: dict[str, Any], wait_s: float) -> bool:
-    """Long-poll the brokers with moves running until one of the moves ends; False: nothing ran.
+async def wait_for_a_move_to_end(pool: BrokerPool, body: dict[str, Any], wait_s: float) -> bool:
+    """Long-poll the brokers with moves running until one of the moves ends.
+
+    True when a broker answered (a move ended, or ``wait_s`` passed); False when nothing is
+    moving or no broker could be asked, so that the caller paces itself.
 
     The operator then verifies a finished move when it finishes, not on its next poll, which
-    is most of what it would otherwise add to a short move. A broker that cannot be reached
-    ends the wait at once (the pass then proceeds as usual).
+    is most of what it would otherwise add to a short move.
     """
     ns, cluster = body["metadata"]["namespace"], body["spec"]["clusterName"]
     by_broker: dict[int, list[tuple[str, int]]] = {}
@@ -350,13 +343,24 @@ async def _wait_for_a_move_to_end(pool: BrokerPool, body: dict[str, Any], wait_s
         await client.describe_replica_log_dirs(replicas, wait_ms=int(wait_s * 1000))
 
     tasks = [asyncio.create_task(poll(b, r)) for b, r in sorted(by_broker.items())]
+    pending = set(tasks)
+    answered = False
+    deadline = asyncio.get_running_loop().time() + wait_s + 5
     try:
-        await asyncio.wait(tasks, timeout=wait_s + 5, return_when=asyncio.FIRST_COMPLETED)
+        # The first broker to answer ends the wait; one that fails does not.
+        while pending and not answered:
+            timeout = deadline - asyncio.get_running_loop().time()
+            if timeout <= 0:
+                break
+            done, pending = await asyncio.wait(
+                pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            answered = any(not t.cancelled() and t.exception() is None for t in done)
     finally:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return True
+    return answered
 
 
 async def _write(
