@@ -265,6 +265,26 @@ class LogSegment:
         ``min_one`` the first batch is returned whole even when larger than ``max_bytes``,
         so a consumer can always make progress (KIP-74). ``None``: nothing at ``offset`` here.
         """
+        start = self.index.lookup(offset)
+        if max_bytes > 0 and start < self.size:
+            # One read from the index entry: usually it names the very batch, and a cold read
+            # then costs one I/O of max_bytes instead of a header scan and a second read.
+            buf = os.pread(self._fd, min(max_bytes, self.size - start), start)
+            first_pos = -1
+            end = 0
+            for p, hdr in iter_batches(buf):
+                if first_pos < 0:
+                    if hdr.last_offset < offset:
+                        continue
+                    if max_offset is not None and hdr.last_offset >= max_offset:
+                        return b""
+                    first_pos = p
+                elif max_offset is not None and hdr.last_offset >= max_offset:
+                    break
+                end = p + hdr.size_in_bytes
+            if first_pos >= 0:
+                return buf if first_pos == 0 and end == len(buf) else buf[first_pos:end]
+        # The batch holding ``offset`` does not fit in ``max_bytes`` from the index entry.
         found = self.find_batch(offset)
         if found is None:
             return None
