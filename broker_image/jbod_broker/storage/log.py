@@ -438,11 +438,12 @@ class Log:
             results.append(None)  # filled in under the lock
         if not valid:
             return [r for r in results if r is not None]
-        buf = (
-            bytearray(requests[valid[0][0]])
-            if len(valid) == 1
-            else bytearray().join(requests[i] for i, _ in valid)
-        )
+        if len(valid) == 1:
+            buf = bytearray(requests[valid[0][0]])
+        elif len(valid) == len(requests):
+            buf = bytearray().join(requests)
+        else:
+            buf = bytearray().join([requests[i] for i, _ in valid])
         metas: list[BatchMeta] = []
         total_records = 0
         # The hot path: the guard is written out inline (a context manager per append costs
