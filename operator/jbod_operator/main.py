@@ -247,6 +247,8 @@ async def _unless_stopped(aw: Awaitable[T], stopped: kopf.DaemonStopped | None) 
     if stopped is None:
         return await aw
     if stopped:
+        if asyncio.iscoroutine(aw):
+            aw.close()  # never started: close it rather than leave it un-awaited
         return None
 
     async def stop() -> None:
