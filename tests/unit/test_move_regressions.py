@@ -528,3 +528,57 @@ def test_cruise_control_2371_shutdown_stops_moves_in_progress(lm: LogManager) ->
     assert time.monotonic() - start < 2
     assert engine.status(TP).state is MoveState.INTERRUPTED
     assert lm.get_log(TP) is lg
+
+
+# -- KAFKA-15391: a flush in flight while the swap renames the folder ---------------------------
+
+
+def test_kafka_15391_flush_racing_the_swap_renames(
+    lm: LogManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush whose fsyncs are still running when the move renames the replica's folder.
+
+    Kafka's flush looked files up by path after the rename and took the whole directory
+    offline. Ours fsyncs descriptors it duplicated under the lock, so the rename cannot break
+    it: the flush ends without an error, no directory goes offline, nothing is lost.
+    """
+    lg = make_log(lm, 120_000)
+    lg.append_as_leader(records(5, 777), 1)  # not yet flushed
+    dest = dest_of(lm, lg)
+    in_fsync = threading.Event()
+    swapped = threading.Event()
+    real_fsync = os.fsync
+    flusher: list[threading.Thread] = []
+
+    def held_fsync(fd: int) -> None:
+        if flusher and threading.current_thread() is flusher[0]:
+            in_fsync.set()
+            assert swapped.wait(20), "the swap never happened"
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", held_fsync)
+    errors: list[BaseException] = []
+
+    def flush() -> None:
+        try:
+            lg.flush()
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    flusher.append(threading.Thread(target=flush))
+    flusher[0].start()
+    assert in_fsync.wait(10), "the flush never reached its fsyncs"
+    engine = ReplicaMoveEngine(lm)
+    try:
+        engine.alter_replica_log_dir(TP, dest)
+        assert engine.wait(TP, 30).state is MoveState.DONE
+        swapped.set()
+        flusher[0].join(20)
+    finally:
+        swapped.set()
+        engine.shutdown()
+    assert not errors, errors
+    assert lm.offline_dirs() == {}
+    new = lm.get_log(TP)
+    assert new is not None and new.log_dir == dest
+    assert read_values(new)[-1].startswith(b"r781:")
