@@ -745,3 +745,66 @@ def test_halt_is_called_once_at_startup(dirs: list[str], chmod: Callable[[str, i
     with pytest.raises(NoLiveLogDirError):
         lm.startup()
     assert len(rec.halts) == 1, rec.halts
+
+
+def test_kafka_13773_disk_full_while_loading_logs(tmp_path: Path, small_tmpfs: str) -> None:
+    """A full disk while loading logs (Kafka shut the broker down): loading goes on.
+
+    Today recovery needs no new space there (cutting a torn tail frees some; indexes are
+    rebuilt in memory and written at the next flush), so that directory loads and serves every
+    acknowledged record. Should loading ever write there, the only other outcome accepted is
+    that directory going offline with ENOSPC named; never a stop, and never the good
+    directory harmed.
+    """
+    good = str(tmp_path / "disk0")
+    dirs = [good, small_tmpfs]
+    lm = new_manager(dirs, config=LogConfig(retention_ms=-1))
+    lm.startup()
+    tps = {good: [TopicPartition("t", 0)], small_tmpfs: [TopicPartition("t", 1)]}
+    logs = place(lm, tps)
+    acked = {tp: Acked() for tp in logs}
+    for _ in range(10):
+        for tp, lg in logs.items():
+            append(lg, tp, acked[tp])
+    for lg in logs.values():
+        lg.flush()
+    # A torn tail on the small disk (recovery must cut it and rebuild indexes), then a crash:
+    # no clean-shutdown marker, descriptors dropped without writing anything.
+    seg = os.path.join(small_tmpfs, log_dir_name(TopicPartition("t", 1)))
+    last = sorted(f for f in os.listdir(seg) if f.endswith(".log"))[-1]
+    with open(os.path.join(seg, last), "ab") as f:
+        f.write(b"\x00\x01torn" * 50)
+    close_fds_under(small_tmpfs)
+    close_fds_under(good)
+    with contextlib.suppress(OSError), open(os.path.join(small_tmpfs, "filler"), "wb") as f:
+        while True:
+            f.write(bytes(4096))
+            f.flush()
+    free = os.statvfs(small_tmpfs)
+    assert free.f_bavail * free.f_frsize < 4096, "the small disk is not full"
+
+    lm2 = new_manager(dirs, config=LogConfig(retention_ms=-1))
+    rec = Recorder()
+    lm2.on_no_live_dirs(rec.halt)
+    try:
+        lm2.startup()  # must not raise: one directory is still good
+        lm2.channel.drain()
+        assert rec.halts == []
+        offline = lm2.offline_dirs()
+        print("offline after loading:", offline)
+        assert set(offline) <= {small_tmpfs}
+        if offline:
+            assert "No space left on device" in offline[small_tmpfs], offline
+            with pytest.raises(KafkaStorageError):
+                lm2.log_or_error(TopicPartition("t", 1))
+        else:  # recovery needed no space after all: then the data must all be there
+            assert (
+                read_rows(lm2.log_or_error(TopicPartition("t", 1)))
+                == acked[TopicPartition("t", 1)].rows
+            )
+        good_log = lm2.log_or_error(TopicPartition("t", 0))
+        assert read_rows(good_log) == acked[TopicPartition("t", 0)].rows
+        append(good_log, TopicPartition("t", 0), acked[TopicPartition("t", 0)])
+    finally:
+        lm2.shutdown()
+        close_fds_under(small_tmpfs)
