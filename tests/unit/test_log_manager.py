@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -287,3 +288,59 @@ def test_describe_log_dirs_fields(tmp_path: Path) -> None:
     assert fut.log_dir == d[1]
     assert lm.describe_log_dirs(topics=["other"])[0].replicas == []
     assert [i.path for i in lm.describe_log_dirs(dirs=[d[1]])] == [d[1]]
+
+
+def test_kafka_13315_retention_running_into_shutdown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retention pass that reaches its logs only after shutdown closed them.
+
+    In Kafka this sent the directory offline, and the next start ran a full recovery. Here the
+    late pass finds the logs closed and does nothing: no directory goes offline, every directory
+    keeps its clean-shutdown marker, and the next start trusts it and finds every record.
+    """
+    from jbod_broker.storage.checkpoints import CLEAN_SHUTDOWN_FILE
+    from jbod_broker.storage.log import Log, LogConfig
+
+    dirs = dirs_of(tmp_path, 2)
+    cfg = LogConfig(segment_bytes=4096, retention_bytes=8192, retention_ms=-1)
+    lm = LogManager(dirs, broker_id=1, default_config=cfg)
+    lm.startup()
+    tps = [TopicPartition("r", p) for p in range(2)]
+    for i, tp in enumerate(tps):
+        lm.preferred_dirs[tp] = dirs[i]
+        lg = lm.get_or_create_log(tp, is_new=True)
+        for _ in range(40):
+            lg.append_as_leader(build_batch([(None, b"x" * 500)]), 1)
+        lg.update_high_watermark(lg.log_end_offset)
+    ends = {tp: lm.log_or_error(tp).log_end_offset for tp in tps}
+    starts = {tp: lm.log_or_error(tp).log_start_offset for tp in tps}
+
+    shut = threading.Event()
+    real = Log.delete_old_segments
+
+    def late(self: Log, now: int | None = None) -> int:
+        assert shut.wait(10)
+        return real(self, now)
+
+    monkeypatch.setattr(Log, "delete_old_segments", late)
+    retention = threading.Thread(target=lm.cleanup)
+    retention.start()
+    lm.shutdown()
+    shut.set()
+    retention.join(10)
+    lm.channel.drain()
+    assert lm.offline_dirs() == {}
+    assert all(os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE)) for d in dirs)
+    monkeypatch.setattr(Log, "delete_old_segments", real)
+
+    lm2 = LogManager(dirs, broker_id=1, default_config=cfg)
+    report = lm2.startup()
+    try:
+        assert lm2.offline_dirs() == {}
+        assert not any("recover" in a for a in report.actions), report.actions
+        for tp in tps:
+            lg = lm2.log_or_error(tp)
+            assert lg.log_end_offset == ends[tp] and lg.log_start_offset == starts[tp]
+    finally:
+        lm2.shutdown()

@@ -172,6 +172,10 @@ class Log:
         self.high_watermark = 0
         self.offline = False
         self.successor: Log | None = None
+        # Closed by shutdown or removal: later calls fail without touching the disk, so a task
+        # that reaches the log late (retention, a fetch) cannot take its directory offline or
+        # change files after the clean-shutdown marker (KAFKA-13315).
+        self.closed = False
         self._unflushed_records = 0
         self._truncations = 0
         self.epochs = LeaderEpochCache([], self._persist_epochs)
@@ -307,7 +311,15 @@ class Log:
             raise KafkaStorageError(
                 f"replica {self.tp} is offline: log directory {self.log_dir} failed"
             )
+        if self.closed:
+            raise self._closed_error()
         self.channel.check(self.log_dir)
+
+    def _closed_error(self) -> KafkaStorageError:
+        return KafkaStorageError(
+            f"replica {self.tp}: its log is closed (the broker is shutting down or the replica "
+            "was removed)"
+        )
 
     def _io_failed(self, e: OSError, what: str) -> KafkaStorageError:
         """What the failure guard does, for the hot paths that inline it."""
@@ -318,13 +330,15 @@ class Log:
         return KafkaStorageError(f"log directory {self.log_dir} is offline: {reason}")
 
     @contextmanager
-    def _guard(self, what: str) -> Iterator[None]:
+    def _guard(self, what: str, *, closed_ok: bool = False) -> Iterator[None]:
         if self.successor is not None:
             raise _Retired
         if self.offline:
             raise KafkaStorageError(
                 f"replica {self.tp} is offline: log directory {self.log_dir} failed"
             )
+        if self.closed and not closed_ok:
+            raise self._closed_error()
         with self.channel.guard(self.log_dir, f"{what} {self.tp}"):
             yield
 
@@ -706,8 +720,11 @@ class Log:
         self._unflushed_records = 0
 
     def rename_dir(self, new_path: str) -> None:
-        """Rename the replica folder (move swap, deletion); callers hold ``lock``."""
-        with self._guard("rename"):
+        """Rename the replica folder (move swap, deletion); callers hold ``lock``.
+
+        Allowed on a closed log (quarantine, retirement): a rename needs no descriptor.
+        """
+        with self._guard("rename", closed_ok=True):
             os.rename(self.dir_path, new_path)
             self.dir_path = new_path
             for seg in self.segments:
@@ -716,12 +733,15 @@ class Log:
     def close(self) -> None:
         """Flush and close; on a failed (or failing) directory, just release the descriptors."""
         with self.lock:
+            if self.closed:
+                return
             if not self.offline and self.successor is None:
                 try:
                     with self._guard("close"):
                         self._flush_locked()
                         for seg in self.segments:
                             seg.close()
+                    self.closed = True
                     return
                 except KafkaStorageError:
                     pass
@@ -730,6 +750,7 @@ class Log:
     def close_quietly(self) -> None:
         """Close descriptors without writing anything (offline directory, retired log)."""
         with self.lock:
+            self.closed = True
             for seg in self.segments:
                 seg.close(write=False)
 
