@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -582,3 +583,55 @@ def test_kafka_15391_flush_racing_the_swap_renames(
     new = lm.get_log(TP)
     assert new is not None and new.log_dir == dest
     assert read_values(new)[-1].startswith(b"r781:")
+
+
+# -- KAFKA-9750: a leadership change racing the move's completion -------------------------------
+
+
+@pytest.mark.parametrize("point", ["after_lock", "between_renames", "after_swap"])
+def test_kafka_9750_leader_change_racing_the_swap(lm: LogManager, point: str) -> None:
+    """What LeaderAndIsr does to a replica (truncate to the new leader's epoch end, then take
+    its batches with the new epoch) arrives while the swap runs, through a reference to the
+    log taken before the swap. It waits for the swap or lands on the new log; either way the
+    moved replica holds exactly the new leader's history."""
+    lg = make_log(lm, 80_000, epoch=2)
+    leo = lg.log_end_offset
+    dest = dest_of(lm, lg)
+    gate = Gate(point)
+    engine = ReplicaMoveEngine(lm, hooks=gate.hooks())
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def become_follower() -> None:
+        try:
+            lg.truncate_to(leo - 7)
+            for i in range(5):
+                batch = bytearray(records(1, 50_000 + i))
+                # A follower appends the leader's batches as they are: offsets and epoch set.
+                struct.pack_into(">qii", batch, 0, leo - 7 + i, len(batch) - 12, 5)
+                lg.append_as_follower(bytes(batch))
+        except BaseException as e:  # reported below
+            errors.append(e)
+        finally:
+            done.set()
+
+    try:
+        engine.alter_replica_log_dir(TP, dest)
+        assert gate.reached.wait(10)
+        t = threading.Thread(target=become_follower)
+        t.start()
+        time.sleep(0.05)
+        gate.release.set()
+        t.join(20)
+        assert done.is_set() and not errors, errors
+        assert engine.wait(TP, 30).state is MoveState.DONE
+    finally:
+        gate.release.set()
+        engine.shutdown()
+    new = lm.get_log(TP)
+    assert new is not None and new.log_dir == dest
+    assert new.log_end_offset == leo - 2
+    values = read_values(new)
+    assert [v.split(b":")[0] for v in values[-5:]] == [b"r%d" % (50_000 + i) for i in range(5)]
+    assert new.epochs.entries() == [(2, 0), (5, leo - 7)]
+    assert lm.offline_dirs() == {}
