@@ -213,3 +213,47 @@ async def test_log_dir_failure_takes_replicas_offline(tmp_path: Path) -> None:
     assert gone == [TP] and rm.partition(TP).offline
     with pytest.raises(KafkaStorageError):
         await rm.produce(TP, rec(), acks=1, timeout_ms=100)
+
+
+# -- group commit ---------------------------------------------------------------------------
+
+
+def test_produce_requests_queued_together_share_one_write(tmp_path: Path) -> None:
+    """Requests that reach the partition in the same turn of the loop are one write; each gets
+    its own offsets, a corrupt one its own error, and nothing is acknowledged before the write."""
+    import asyncio
+
+    rm = make(tmp_path)
+    rm.leader_and_isr(lai(isr=[1], replicas=[1]))
+    bad = bytearray(rec(2))
+    bad[-1] ^= 0xFF
+
+    async def go() -> list[object]:
+        reqs = [rec(1), rec(2), bytes(bad), rec(3)]
+        return await asyncio.gather(
+            *(rm.produce(TP, r, acks=1, timeout_ms=1000) for r in reqs), return_exceptions=True
+        )
+
+    results = asyncio.run(go())
+    assert rm.append_writes == 1 and rm.append_requests == 3
+    spans = [(r.first_offset, r.last_offset) for r in results if not isinstance(r, Exception)]
+    assert spans == [(0, 0), (1, 2), (3, 5)]
+    assert type(results[2]).__name__ == "CorruptRecordError"
+    assert rm.logs.log_or_error(TP).log_end_offset == 6
+
+
+def test_a_queued_request_fails_when_leadership_moves_before_the_write(tmp_path: Path) -> None:
+    import asyncio
+
+    rm = make(tmp_path)
+    rm.leader_and_isr(lai(isr=[1], replicas=[1]))
+
+    async def go() -> list[object]:
+        t = asyncio.ensure_future(rm.produce(TP, rec(1), acks=1, timeout_ms=1000))
+        await asyncio.sleep(0)  # queued, not yet written
+        rm.leader_and_isr(lai(leader=2, epoch=1, isr=[1, 2], replicas=[1, 2], new=False))
+        return list(await asyncio.gather(t, return_exceptions=True))
+
+    (result,) = asyncio.run(go())
+    assert isinstance(result, NotLeaderOrFollowerError)
+    assert rm.logs.log_or_error(TP).log_end_offset == 0  # nothing written as a non-leader
