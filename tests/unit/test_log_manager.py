@@ -25,6 +25,7 @@ from jbod_broker.storage.errors import (
     NoLiveLogDirError,
     ReplicaNotAvailableError,
 )
+from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.log_manager import LogDirSpec, LogManager
 from jbod_broker.storage.names import TopicPartition, future_dir_name, log_dir_name
 from jbod_broker.storage.records import build_batch
@@ -299,9 +300,6 @@ def test_kafka_13315_retention_running_into_shutdown(
     late pass finds the logs closed and does nothing: no directory goes offline, every directory
     keeps its clean-shutdown marker, and the next start trusts it and finds every record.
     """
-    from jbod_broker.storage.checkpoints import CLEAN_SHUTDOWN_FILE
-    from jbod_broker.storage.log import Log, LogConfig
-
     dirs = dirs_of(tmp_path, 2)
     cfg = LogConfig(segment_bytes=4096, retention_bytes=8192, retention_ms=-1)
     lm = LogManager(dirs, broker_id=1, default_config=cfg)

@@ -5,6 +5,7 @@ Followers are simulated by calling ``fetch_for_follower`` as their fetch request
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -221,8 +222,6 @@ async def test_log_dir_failure_takes_replicas_offline(tmp_path: Path) -> None:
 def test_produce_requests_queued_together_share_one_write(tmp_path: Path) -> None:
     """Requests that reach the partition in the same turn of the loop are one write; each gets
     its own offsets, a corrupt one its own error, and nothing is acknowledged before the write."""
-    import asyncio
-
     rm = make(tmp_path)
     rm.leader_and_isr(lai(isr=[1], replicas=[1]))
     bad = bytearray(rec(2))
@@ -243,8 +242,6 @@ def test_produce_requests_queued_together_share_one_write(tmp_path: Path) -> Non
 
 
 def test_a_queued_request_fails_when_leadership_moves_before_the_write(tmp_path: Path) -> None:
-    import asyncio
-
     rm = make(tmp_path)
     rm.leader_and_isr(lai(isr=[1], replicas=[1]))
 
