@@ -59,9 +59,8 @@ from yarl import URL
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jbod_broker import wire
 from jbod_broker.client import BrokerClient
-from jbod_broker.local import LocalBroker, LocalCluster
+from jbod_broker.local import LocalBroker, LocalCluster, lead_alone
 from jbod_broker.storage.diskio import LogDirFailureChannel
 from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.names import TopicPartition
@@ -317,30 +316,6 @@ def broker_pids(brokers: Sequence[LocalBroker]) -> list[int]:
     return [b.proc.pid for b in brokers if b.proc is not None]
 
 
-async def leader_and_isr_rf1(client: BrokerClient, topic: str, partitions: int) -> None:
-    resp = await client.leader_and_isr(
-        wire.LeaderAndIsrRequest(
-            controller_id=0,
-            controller_epoch=1,
-            partitions=[
-                wire.LeaderAndIsrPartition(
-                    topic=topic,
-                    partition=p,
-                    leader=0,
-                    leader_epoch=0,
-                    isr=[0],
-                    replicas=[0],
-                    is_new_replica=True,
-                )
-                for p in range(partitions)
-            ],
-        )
-    )
-    errors = [r for r in resp.partitions if r.error]
-    if errors:
-        raise RuntimeError(f"LeaderAndIsr refused: {errors}")
-
-
 PROFILED_MAIN = """
 import cProfile, runpy, sys, time
 out, config = sys.argv[1], sys.argv[2]
@@ -392,8 +367,8 @@ async def bench_rf1(
         cluster.start()
     try:
         async with BrokerClient(b.url, token=cluster.token) as client:
-            await leader_and_isr_rf1(client, TOPIC, args.partitions)
-            await leader_and_isr_rf1(client, WARMUP_TOPIC, args.partitions)
+            await lead_alone(client, TOPIC, args.partitions)
+            await lead_alone(client, WARMUP_TOPIC, args.partitions)
         targets = [Target(TopicPartition(TOPIC, p), b.url) for p in range(args.partitions)]
         warmup = [Target(TopicPartition(WARMUP_TOPIC, p), b.url) for p in range(args.partitions)]
         return await run_phases(targets, warmup, batches, total, args, broker_pids([b]))

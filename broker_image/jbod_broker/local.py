@@ -18,6 +18,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
+from . import wire
+from .client import BrokerClient
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -192,3 +195,34 @@ class LocalCluster:
     def endpoints(self) -> dict[str, str]:
         """Broker id → URL, the shape of the operator's broker endpoints file."""
         return {str(b.broker_id): b.url for b in self.brokers}
+
+
+async def lead_alone(
+    client: BrokerClient, topic: str, partitions: int, *, broker_id: int = 0
+) -> None:
+    """Make the broker behind ``client`` the sole replica and leader of ``topic``'s partitions.
+
+    What a controller would send for a new replication-factor-1 topic; tests and benchmarks
+    that drive one broker without the operator use it in its place.
+    """
+    resp = await client.leader_and_isr(
+        wire.LeaderAndIsrRequest(
+            controller_id=0,
+            controller_epoch=1,
+            partitions=[
+                wire.LeaderAndIsrPartition(
+                    topic=topic,
+                    partition=p,
+                    leader=broker_id,
+                    leader_epoch=0,
+                    isr=[broker_id],
+                    replicas=[broker_id],
+                    is_new_replica=True,
+                )
+                for p in range(partitions)
+            ],
+        )
+    )
+    errors = [r for r in resp.partitions if r.error]
+    if errors:
+        raise RuntimeError(f"LeaderAndIsr refused: {errors}")

@@ -70,14 +70,10 @@ class MoveService:
         move ended when it ends, instead of on its next poll. A replica that is not moving now
         (done, failed, unknown to the engine) ends the wait at once.
         """
-        wanted = None if tps is None else set(tps)
-        if any(i.state is None or i.state.finished for i in self.engine.describe(tps)):
-            return
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(loop, loop.create_future(), wanted)
-        self._waiters.append(waiter)
+        waiter = _Waiter(loop, loop.create_future(), None if tps is None else set(tps))
+        self._waiters.append(waiter)  # before the check: a move ending now still wakes us
         try:
-            # A move that ended between the check above and the registration woke nobody.
             if any(i.state is None or i.state.finished for i in self.engine.describe(tps)):
                 return
             await asyncio.wait_for(asyncio.shield(waiter.future), timeout)

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jbod_broker import wire
 from jbod_broker.client import BrokerClient
-from jbod_broker.local import LocalCluster
+from jbod_broker.local import LocalCluster, lead_alone
 from jbod_broker.storage.records import build_batch
 
 pytestmark = pytest.mark.integration
@@ -37,23 +36,7 @@ def test_metrics_and_json_logs(tmp_path: Path) -> None:
 
         async def traffic() -> None:
             async with BrokerClient(cl[0].url, token=cl.token) as c:
-                await c.leader_and_isr(
-                    wire.LeaderAndIsrRequest(
-                        controller_id=0,
-                        controller_epoch=1,
-                        partitions=[
-                            wire.LeaderAndIsrPartition(
-                                topic="m",
-                                partition=0,
-                                leader=0,
-                                leader_epoch=0,
-                                isr=[0],
-                                replicas=[0],
-                                is_new_replica=True,
-                            )
-                        ],
-                    )
-                )
+                await lead_alone(c, "m", 1)
                 for _ in range(5):
                     await c.produce("m", 0, build_batch([(None, b"x" * 1000)] * 4), acks=1)
                 await c.fetch("m", 0, 0)

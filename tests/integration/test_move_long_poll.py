@@ -15,7 +15,7 @@ import pytest
 
 from jbod_broker import wire
 from jbod_broker.client import BrokerClient
-from jbod_broker.local import LocalCluster
+from jbod_broker.local import LocalCluster, lead_alone
 from jbod_broker.storage.records import build_batch
 
 pytestmark = pytest.mark.integration
@@ -24,24 +24,7 @@ TOPIC = "lp"
 
 
 async def setup(c: BrokerClient, partitions: int) -> None:
-    await c.leader_and_isr(
-        wire.LeaderAndIsrRequest(
-            controller_id=0,
-            controller_epoch=1,
-            partitions=[
-                wire.LeaderAndIsrPartition(
-                    topic=TOPIC,
-                    partition=p,
-                    leader=0,
-                    leader_epoch=0,
-                    isr=[0],
-                    replicas=[0],
-                    is_new_replica=True,
-                )
-                for p in range(partitions)
-            ],
-        )
-    )
+    await lead_alone(c, TOPIC, partitions)
     for p in range(partitions):
         for i in range(8):
             await c.produce(TOPIC, p, build_batch([(b"k%d" % i, b"v" * 30_000)] * 2), acks=1)

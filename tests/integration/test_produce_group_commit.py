@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from jbod_broker import wire
 from jbod_broker.client import BrokerClient
-from jbod_broker.local import LocalCluster
+from jbod_broker.local import LocalCluster, lead_alone
 from jbod_broker.storage.errors import StorageError
 from jbod_broker.storage.records import build_batch, decode_batch, iter_batches
 
@@ -45,23 +44,7 @@ def test_concurrent_produce_shares_writes_and_loses_nothing(tmp_path: Path) -> N
 
         async def scenario() -> list[bytes]:
             async with BrokerClient(cl[0].url, token=cl.token) as c:
-                await c.leader_and_isr(
-                    wire.LeaderAndIsrRequest(
-                        controller_id=0,
-                        controller_epoch=1,
-                        partitions=[
-                            wire.LeaderAndIsrPartition(
-                                topic="g",
-                                partition=0,
-                                leader=0,
-                                leader_epoch=0,
-                                isr=[0],
-                                replicas=[0],
-                                is_new_replica=True,
-                            )
-                        ],
-                    )
-                )
+                await lead_alone(c, "g", 1)
 
                 async def producer(n: int) -> None:
                     for i in range(REQUESTS):

@@ -304,22 +304,23 @@ class Log:
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _check_usable(self) -> None:
+    def _refuse_if_unusable(self, *, closed_ok: bool = False) -> None:
+        """The checks every guarded operation makes before it touches the disk."""
         if self.successor is not None:
             raise _Retired
         if self.offline:
             raise KafkaStorageError(
                 f"replica {self.tp} is offline: log directory {self.log_dir} failed"
             )
-        if self.closed:
-            raise self._closed_error()
-        self.channel.check(self.log_dir)
+        if self.closed and not closed_ok:
+            raise KafkaStorageError(
+                f"replica {self.tp}: its log is closed (the broker is shutting down or the "
+                "replica was removed)"
+            )
 
-    def _closed_error(self) -> KafkaStorageError:
-        return KafkaStorageError(
-            f"replica {self.tp}: its log is closed (the broker is shutting down or the replica "
-            "was removed)"
-        )
+    def _check_usable(self) -> None:
+        self._refuse_if_unusable()
+        self.channel.check(self.log_dir)
 
     def _io_failed(self, e: OSError, what: str) -> KafkaStorageError:
         """What the failure guard does, for the hot paths that inline it."""
@@ -331,14 +332,7 @@ class Log:
 
     @contextmanager
     def _guard(self, what: str, *, closed_ok: bool = False) -> Iterator[None]:
-        if self.successor is not None:
-            raise _Retired
-        if self.offline:
-            raise KafkaStorageError(
-                f"replica {self.tp} is offline: log directory {self.log_dir} failed"
-            )
-        if self.closed and not closed_ok:
-            raise self._closed_error()
+        self._refuse_if_unusable(closed_ok=closed_ok)
         with self.channel.guard(self.log_dir, f"{what} {self.tp}"):
             yield
 
