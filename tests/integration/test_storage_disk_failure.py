@@ -502,6 +502,16 @@ def small_tmpfs(tmp_path: Path) -> Iterator[str]:
             subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+def fill_up(mount: str) -> None:
+    """Write a filler file on ``mount`` until the filesystem has no block left."""
+    with contextlib.suppress(OSError), open(os.path.join(mount, "filler"), "wb") as f:
+        while True:
+            f.write(bytes(4096))
+            f.flush()
+    free = os.statvfs(mount)
+    assert free.f_bavail * free.f_frsize < 4096, f"{mount} is not full"
+
+
 def test_full_filesystem_takes_only_that_directory_offline(
     tmp_path: Path, small_tmpfs: str
 ) -> None:
@@ -726,10 +736,7 @@ def test_shutdown_with_a_full_disk_still_shuts_down_the_other_directories(
     for tp, lg in logs.items():
         append(lg, tp, Acked())  # index entries stay pending in memory until a flush
     try:
-        with open(os.path.join(small_tmpfs, "filler"), "wb") as f, contextlib.suppress(OSError):
-            while True:
-                f.write(bytes(65536))
-                f.flush()
+        fill_up(small_tmpfs)
         lm.shutdown()
         assert os.path.exists(os.path.join(good, CLEAN_SHUTDOWN_FILE))
     finally:
@@ -776,12 +783,7 @@ def test_kafka_13773_disk_full_while_loading_logs(tmp_path: Path, small_tmpfs: s
         f.write(b"\x00\x01torn" * 50)
     close_fds_under(small_tmpfs)
     close_fds_under(good)
-    with contextlib.suppress(OSError), open(os.path.join(small_tmpfs, "filler"), "wb") as f:
-        while True:
-            f.write(bytes(4096))
-            f.flush()
-    free = os.statvfs(small_tmpfs)
-    assert free.f_bavail * free.f_frsize < 4096, "the small disk is not full"
+    fill_up(small_tmpfs)
 
     lm2 = new_manager(dirs, config=LogConfig(retention_ms=-1))
     rec = Recorder()
