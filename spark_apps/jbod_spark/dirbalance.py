@@ -79,11 +79,69 @@ def _choose_upper(load: F64, cap: F64, pool_bytes: float, t: float, w: float) ->
 
 
 def balance_broker_dirs(p: BrokerDirsProblem, params: DirBalanceParams) -> I64:
-    """The dir of every replica after balancing (same indexing as ``p.cur``)."""
+    """The dir of every replica after balancing (same indexing as ``p.cur``).
+
+    The band steps are greedy, and with a few large replicas they can end worse than not
+    balancing at all (a dir shed to empty while its big replica, fitting nowhere, went back
+    home; an arriving replica taking the dir a shed one had left). So the result is kept only
+    if it is no worse — largest utilisation first, then spread — than just placing the
+    replicas that must be placed; in targeted mode the fixed upper bound is the goal instead.
+    """
+    balanced = _balance(p, params)
+    if params.upper is not None:
+        return balanced
+    plain = _place_only(p)
+    return plain if _score(p, plain) < _score(p, balanced) else balanced
+
+
+def _usable(p: BrokerDirsProblem) -> BoolA:
+    return p.usable & (p.capacity > 0)
+
+
+def _score(p: BrokerDirsProblem, dirs: I64) -> tuple[float, float]:
+    """(largest, spread) of the usable dirs' utilisation, rounded so that float noise ties."""
+    k = int(p.capacity.shape[0])
+    on = dirs >= 0
+    load = p.fixed.astype(np.float64) + np.bincount(
+        dirs[on], weights=p.sizes[on].astype(np.float64), minlength=k
+    )
+    usable = _usable(p)
+    if not usable.any():
+        return (0.0, 0.0)
+    util = load[usable] / p.capacity[usable]
+    return (round(float(util.max()), 9), round(float(util.max() - util.min()), 9))
+
+
+def _place_only(p: BrokerDirsProblem) -> I64:
+    """No balancing: replicas that arrive or sit on a dir that may not keep them go, largest
+    first, where utilisation ends lowest; every other replica stays."""
+    new = p.cur.copy()
+    usable = _usable(p)
+    if not usable.any():
+        return new
+    k = int(p.capacity.shape[0])
+    cap = p.capacity.astype(np.float64)
+    sizes_f = p.sizes.astype(np.float64)
+    cur_ok = p.cur >= 0
+    place = ~cur_ok
+    place[cur_ok] = ~usable[p.cur[cur_ok]]
+    stay = ~place
+    load = p.fixed.astype(np.float64) + np.bincount(new[stay], weights=sizes_f[stay], minlength=k)
+    u_idx = np.flatnonzero(usable)
+    pool = np.flatnonzero(place)
+    for i in pool[np.lexsort((pool, -p.sizes[pool]))].tolist():
+        d = int(u_idx[int(np.argmin((load[u_idx] + sizes_f[i]) / cap[u_idx]))])
+        new[i] = d
+        load[d] += sizes_f[i]
+    return new
+
+
+def _balance(p: BrokerDirsProblem, params: DirBalanceParams) -> I64:
+    """The band steps: shed, place, fill (see the module docstring)."""
     k = int(p.capacity.shape[0])
     n = int(p.sizes.shape[0])
     new = p.cur.copy()
-    usable = p.usable & (p.capacity > 0)
+    usable = _usable(p)
     if n == 0 or not usable.any():
         return new
     cap = p.capacity.astype(np.float64)
@@ -114,7 +172,8 @@ def balance_broker_dirs(p: BrokerDirsProblem, params: DirBalanceParams) -> I64:
         if params.ceiling is not None:
             upper = min(upper, max(params.ceiling, t))
         lower = upper - w
-    can_move = p.movable & (p.sizes >= params.min_move_bytes)
+    # An empty replica changes no dir's bytes: moving it would be a move for nothing.
+    can_move = p.movable & (p.sizes >= max(params.min_move_bytes, 1))
     origin = np.full(n, -1, dtype=np.int64)
 
     # 1. shed: each dir above the band gives its excess, largest replicas that fit first.

@@ -7,11 +7,13 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pytest
 
 from jbod_operator.models import LogDirMove, PartitionReassignment
 from jbod_spark import PlanOptions, plan, plan_directory_balance
 from jbod_spark.arrays import from_snapshot
+from jbod_spark.dirbalance import BrokerDirsProblem, DirBalanceParams, balance_broker_dirs
 from jbod_spark.options import DirRef, Mode
 from jbod_spark.outputs import Plan
 from jbod_spark.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
@@ -157,6 +159,45 @@ def test_balanced_broker_is_left_alone() -> None:
         [("t", 0, 0, "a", 41 * GB, True), ("t", 1, 0, "b", 40 * GB, True)],
     )
     assert plan_directory_balance(s).moves == []
+
+
+def test_balancing_never_widens_a_brokers_spread() -> None:
+    """Found by hypothesis: the 5 GB replica shed from the fullest dir fits nowhere under the
+    band and goes back, while the 3 GB one leaves its dir empty; the spread went from 11.5 to
+    12.5 points. A plan that would widen the spread or raise the top is not made."""
+    s = make(
+        {0: None},
+        {(0, "a"): 40 * GB, (0, "b"): 40 * GB, (0, "c"): 40 * GB, (0, "d"): 100 * GB},
+        [
+            ("t", 0, 0, "a", 5 * GB, True),
+            ("t", 1, 0, "b", 3 * GB, True),
+            ("t", 2, 0, "c", 1 * GB, True),
+            ("t", 3, 0, "d", 1 * GB, True),
+            ("t", 4, 0, "a", 0, True),
+        ],
+    )
+    p = plan(s, PlanOptions(mode=Mode.DIRS_ONLY, dir_balance_tolerance=0.02))
+    summary = p.report.summary
+    assert summary.worst_spread_pp_after <= summary.worst_spread_pp_before + 1e-9
+    assert summary.largest_util_after <= summary.largest_util_before + 1e-9
+    assert all(m.size_bytes > 0 for m in p.moves)  # an empty replica is never moved
+
+
+def test_an_arriving_replica_does_not_take_the_dir_a_shed_one_leaves() -> None:
+    """Found by hypothesis: a 5 GB replica arrives on a broker whose only data is 5 GB in dir
+    0 of three. Shedding made dir 0 empty, the arrival took it, the shed replica went back:
+    10 GB in one dir. Placing the arrival in an empty dir is better and is what is kept."""
+    gb = float(GB)
+    prob = BrokerDirsProblem(
+        capacity=np.array([40 * gb] * 3),
+        fixed=np.zeros(3),
+        usable=np.ones(3, dtype=np.bool_),
+        sizes=np.array([5 * GB, 5 * GB], dtype=np.int64),
+        cur=np.array([-1, 0], dtype=np.int64),  # the arrival first: it is placed first
+        movable=np.ones(2, dtype=np.bool_),
+    )
+    new = balance_broker_dirs(prob, DirBalanceParams(tolerance=0.02, ceiling=0.125))
+    assert new[1] == 0 and new[0] != 0  # the resident stays, the arrival goes elsewhere
 
 
 def test_cordoned_dir_is_drained_to_the_same_broker() -> None:
