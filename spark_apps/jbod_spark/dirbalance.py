@@ -112,27 +112,35 @@ def _score(p: BrokerDirsProblem, dirs: I64) -> tuple[float, float]:
     return (round(float(util.max()), 9), round(float(util.max() - util.min()), 9))
 
 
-def _place_only(p: BrokerDirsProblem) -> I64:
-    """No balancing: replicas that arrive or sit on a dir that may not keep them go, largest
-    first, where utilisation ends lowest; every other replica stays."""
-    new = p.cur.copy()
-    usable = _usable(p)
-    if not usable.any():
-        return new
-    k = int(p.capacity.shape[0])
-    cap = p.capacity.astype(np.float64)
-    sizes_f = p.sizes.astype(np.float64)
+def _must_place(p: BrokerDirsProblem, usable: BoolA) -> tuple[BoolA, F64]:
+    """Replicas that arrive or sit on a dir that may not keep them, and the load of each dir
+    from the replicas that stay (plus its fixed bytes)."""
     cur_ok = p.cur >= 0
     place = ~cur_ok
     place[cur_ok] = ~usable[p.cur[cur_ok]]
     stay = ~place
-    load = p.fixed.astype(np.float64) + np.bincount(new[stay], weights=sizes_f[stay], minlength=k)
+    load = p.fixed.astype(np.float64) + np.bincount(
+        p.cur[stay], weights=p.sizes[stay].astype(np.float64), minlength=p.capacity.shape[0]
+    )
+    return place, load
+
+
+def _place_only(p: BrokerDirsProblem) -> I64:
+    """No balancing: the replicas that must be placed go, largest first, where utilisation
+    ends lowest; every other replica stays."""
+    new = p.cur.copy()
+    usable = _usable(p)
+    if not usable.any():
+        return new
+    place, load = _must_place(p, usable)
+    cap = p.capacity.astype(np.float64)
     u_idx = np.flatnonzero(usable)
     pool = np.flatnonzero(place)
     for i in pool[np.lexsort((pool, -p.sizes[pool]))].tolist():
-        d = int(u_idx[int(np.argmin((load[u_idx] + sizes_f[i]) / cap[u_idx]))])
+        s = float(p.sizes[i])
+        d = int(u_idx[int(np.argmin((load[u_idx] + s) / cap[u_idx]))])
         new[i] = d
-        load[d] += sizes_f[i]
+        load[d] += s
     return new
 
 
@@ -147,12 +155,8 @@ def _balance(p: BrokerDirsProblem, params: DirBalanceParams) -> I64:
     cap = p.capacity.astype(np.float64)
     sizes_f = p.sizes.astype(np.float64)
     cur_ok = p.cur >= 0
-    in_pool = ~cur_ok
-    in_pool[cur_ok] = ~usable[p.cur[cur_ok]]
+    in_pool, load = _must_place(p, usable)
     stay = ~in_pool
-    load = p.fixed.astype(np.float64) + np.bincount(
-        new[stay], weights=sizes_f[stay], minlength=k
-    ).astype(np.float64)
     u_idx = np.flatnonzero(usable)
     ucap = cap[u_idx]
     pool_free = float(sizes_f[in_pool].sum())
