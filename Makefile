@@ -42,7 +42,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check broker_image operator spark_apps
 	$(BIN)/mypy
-	$(BIN)/python -m jbod_operator.crdgen --check
+	$(BIN)/python -m jbod_operator.tools.crdgen --check
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b --quick || exit 1; done
@@ -56,7 +56,7 @@ pin: setup
 
 # CRDs are generated from the pydantic models (tests fail when crds/ is stale).
 crds: setup
-	$(BIN)/python -m jbod_operator.crdgen
+	$(BIN)/python -m jbod_operator.tools.crdgen
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -299,7 +299,11 @@ class Demo:
     def ctl(self, *args: str, show: bool = True, stdout_file: Path | None = None) -> str:
         """Run jbod-ctl (the installed console script) as a user would."""
         exe = Path(sys.executable).parent / "jbod-ctl"
-        cmd = [str(exe)] if os.access(exe, os.X_OK) else [sys.executable, "-m", "jbod_operator.cli"]
+        cmd = (
+            [str(exe)]
+            if os.access(exe, os.X_OK)
+            else [sys.executable, "-m", "jbod_operator.tools.cli"]
+        )
         if show:
             tail = f" > {stdout_file.name}" if stdout_file else ""
             print(f"  $ jbod-ctl {' '.join(args)}{tail}", flush=True)

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jbod_operator import builders, kube
+from jbod_operator.clients import kube
 from jbod_operator.models import GROUP, BrokerCluster
+from jbod_operator.plan import builders
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "operator" / "jbod_operator"

@@ -61,7 +61,7 @@ class LocalBroker:
     @property
     def log_dirs(self) -> list[str]:
         names = self.dir_names or [str(i) for i in range(self.num_dirs)]
-        return [os.path.join(self.home, f"data-{n}") for n in names]
+        return [os.path.join(self.home, wire.log_dir_folder(n)) for n in names]
 
     @property
     def config_path(self) -> str:

@@ -9,6 +9,7 @@ reaches any state.
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 from typing import Annotated, Literal
 
@@ -32,6 +33,36 @@ Epoch = Annotated[int, Field(ge=-1, le=2**31 - 1)]
 Offset = Annotated[int, Field(ge=-2, le=2**63 - 1)]
 LogDirPath = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 MAX_LIST = 100_000
+
+# -- log dir names: one rule for the broker, the operator, the planner and the CLI ----------
+
+ANY_LOG_DIR = "any"
+"""The alter-replica-log-dirs destination that means "no preference": it cancels a move."""
+
+LOG_DIR_FOLDER_PREFIX = "data-"
+
+
+def log_dir_folder(name: str) -> str:
+    """The folder, volume and PVC template name of log dir ``name``: ``data-<name>``.
+
+    Strimzi's JBOD naming: a disk's name in the BrokerCluster spec is short (``a``), its
+    volume and mount folder carry the prefix, so ``ls`` on a broker shows what each folder is.
+    """
+    return f"{LOG_DIR_FOLDER_PREFIX}{name}"
+
+
+def log_dir_short_name(path: str) -> str:
+    """The BrokerCluster name of the log dir at ``path`` (``/var/lib/x/data-a`` -> ``a``)."""
+    return os.path.basename(path.rstrip("/")).removeprefix(LOG_DIR_FOLDER_PREFIX)
+
+
+def refers_to_log_dir(ref: str, path: str) -> bool:
+    """Whether ``ref`` (a dir name ``a``, its folder ``data-a`` or an absolute path) names the
+    log dir at ``path``."""
+    if ref.startswith("/"):
+        return os.path.normpath(ref) == os.path.normpath(path)
+    name = log_dir_short_name(path)
+    return ref in (name, log_dir_folder(name))
 
 
 class Model(BaseModel):

@@ -6,7 +6,6 @@ stand by. Settings come from JBOD_OPERATOR_* variables (see settings.py).
 
 from __future__ import annotations
 
-import os
 import sys
 
 import kopf
@@ -24,7 +23,7 @@ def main() -> int:
         return 2
     from . import main as _handlers  # noqa: F401  (registers the handlers)
 
-    setup_logging(os.environ.get("JBOD_OPERATOR_LOG_LEVEL_NAME", "INFO"), component="operator")
+    setup_logging(cfg.log_level_name, component="operator")
 
     if cfg.namespace:
         kopf.run(standalone=True, namespaces=[cfg.namespace])

@@ -11,25 +11,29 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import os
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import kopf
 
-from .brokers import BrokerPool
-from .cluster_controller import ClusterController
-from .endpoint import ControllerEndpoint
+from .clients.brokers import BrokerPool
+from .clients.kube import LOG_DIR_MOVES, KubeClient
+from .control.cluster_controller import ClusterController
+from .control.endpoint import ControllerEndpoint
+from .control.leadership import LeaseElector
 from .handlers import clusters, logdirmoves, topics
-from .kube import LOG_DIR_MOVES, KubeClient
-from .leadership import LeaseElector
+from .models import GROUP, VERSION, LogDirMove
+from .plan.logdirmove import is_followed
 from .settings import OperatorSettings, load_settings
 
 T = TypeVar("T")
 
-GROUP, VERSION = "jbod.io", "v1alpha1"
-INTERVAL = float(os.environ.get("JBOD_OPERATOR_RECONCILE_INTERVAL_SECONDS", "10"))
+SETTINGS = load_settings()
+"""Validated once: ``__main__`` loaded them before importing this module, and stops with a
+message naming the variable when one is wrong. kopf needs the intervals at registration."""
+INTERVAL = SETTINGS.reconcile_interval_seconds
+MOVE_INTERVAL = SETTINGS.move_poll_seconds
 
 
 @dataclass
@@ -116,7 +120,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.background.cancellation_polling = 2
     # Forbidden or failing API calls are retried and logged forever, never fatal.
     settings.networking.error_backoffs = ApiRetryDelays()
-    cfg = load_settings()
+    cfg = SETTINGS
     kube = KubeClient.from_env()
     pool = BrokerPool(cfg, kube)
     elector = LeaseElector(
@@ -239,8 +243,6 @@ async def topic_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 
 # -- LogDirMove ---------------------------------------------------------------------------
 
-MOVE_INTERVAL = float(os.environ.get("JBOD_OPERATOR_MOVE_POLL_SECONDS", "1"))
-
 
 async def _unless_stopped(aw: Awaitable[T], stopped: kopf.DaemonStopped | None) -> T | None:
     """``aw``'s result, or None as soon as kopf asks the timer to stop (deletion, exit)."""
@@ -281,8 +283,7 @@ async def _move(
     ctx: Ctx = memo["ctx"]
     if body.get("metadata", {}).get("deletionTimestamp"):
         return None
-    phase = (body.get("status") or {}).get("phase")
-    if phase in ("Succeeded", "Failed", "Cancelled") and not body["spec"].get("drain"):
+    if not is_followed(LogDirMove.model_validate(body)):
         return None
     ctx.require_leader()
     ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
@@ -320,26 +321,31 @@ async def move_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     await _move(body, memo)
 
 
-@kopf.timer(GROUP, VERSION, "logdirmoves", interval=MOVE_INTERVAL, backoff=2)
-async def move_progress(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
-    """Follow a running LogDirMove: wait for one of its moves to end, verify, repeat.
+@kopf.daemon(GROUP, VERSION, "logdirmoves", backoff=2, cancellation_timeout=5)
+async def move_follow(
+    body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped, **_: Any
+) -> None:
+    """Follow a LogDirMove while it lives: wait for one of its moves to end, verify, repeat.
 
     Each round long-polls the brokers (at most one poll interval), so a move is verified when
-    it ends rather than on the next tick; rounds are at least a quarter interval apart, and the
-    handler returns to kopf after a minute so that the timer stays kopf's to schedule.
+    it ends rather than on the next tick; rounds are at least a quarter interval apart. A
+    standby, a pass that failed, and a finished drain (its dir stays cordoned) look again after
+    a poll interval. It ends when the LogDirMove is final or deleted, or kopf stops it: every
+    wait gives way to ``stopped`` (kopf holds a deletion until its daemons have exited).
     """
-    stopped: kopf.DaemonStopped = kwargs["stopped"]  # kopf passes it to timers too
     loop = asyncio.get_running_loop()
-    until = loop.time() + 60
-    with contextlib.suppress(kopf.TemporaryError):
-        while True:
-            started = loop.time()
+    while not stopped:
+        started = loop.time()
+        try:
             outcome = await _move(body, memo, wait_s=MOVE_INTERVAL, stopped=stopped)
-            if outcome is None or not outcome.active or loop.time() >= until or stopped:
-                return
-            pause = max(0.0, started + MOVE_INTERVAL / 4 - loop.time())
-            if await _unless_stopped(asyncio.sleep(pause, True), stopped) is None:
-                return
+        except kopf.TemporaryError:
+            await stopped.wait(MOVE_INTERVAL)  # standby: the active operator follows it
+            continue
+        if outcome is None:
+            return
+        pause = MOVE_INTERVAL if not outcome.active else started + MOVE_INTERVAL / 4 - loop.time()
+        if pause > 0:
+            await stopped.wait(pause)
 
 
 @kopf.on.delete(GROUP, VERSION, "logdirmoves", backoff=2)

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from jbod_broker import wire
 from jbod_broker.wire import DescribeLogDirsResponse
 
 from .snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
@@ -53,11 +54,6 @@ def quantity_bytes(q: str) -> int:
     if not m:
         return 0
     return int(float(m.group(1)) * _UNITS[m.group(2) or ""])
-
-
-def dir_name(path: str) -> str:
-    base = os.path.basename(path.rstrip("/"))
-    return base[len("data-") :] if base.startswith("data-") else base
 
 
 def build_snapshot(
@@ -91,7 +87,7 @@ def build_snapshot(
             # size in the BrokerCluster spec and its use the bytes of its replicas
             figures = Counter((d.total_bytes, d.usable_bytes) for d in desc.log_dirs if d.is_live)
             for d in desc.log_dirs:
-                name = dir_name(d.path)
+                name = wire.log_dir_short_name(d.path)
                 shared = figures[(d.total_bytes, d.usable_bytes)] > 1 and spec_size.get(name)
                 replica_bytes = sum(p.size for p in d.partitions if not p.is_future)
                 dirs.append(

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from jbod_broker import wire
+
 from .arrays import F64, I64, BoolA, ClusterArrays
 from .dirbalance import _choose_upper
 from .options import Mode, PlanOptions
@@ -63,7 +65,7 @@ def resolve_dir_refs(a: ClusterArrays, opts: PlanOptions) -> BoolA:
             d
             for d in range(a.n_dirs)
             if a.dir_broker[d] == b
-            and ref.log_dir in (a.dir_name[d], a.dir_path[d], f"data-{a.dir_name[d]}")
+            and ref.log_dir in (a.dir_name[d], a.dir_path[d], wire.log_dir_folder(a.dir_name[d]))
         ]
         if not hits:
             raise ValueError(f"remove-dirs: broker {ref.broker_id} has no log dir {ref.log_dir!r}")

@@ -91,7 +91,9 @@ KIP113_SCHEMA: dict[str, Any] = {
 
 
 def jbod_ctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    cmd = [str(JBOD_CTL)] if JBOD_CTL.exists() else [sys.executable, "-m", "jbod_operator.cli"]
+    cmd = (
+        [str(JBOD_CTL)] if JBOD_CTL.exists() else [sys.executable, "-m", "jbod_operator.tools.cli"]
+    )
     return subprocess.run(
         [*cmd, *args], capture_output=True, text=True, timeout=120, env=env, check=False
     )

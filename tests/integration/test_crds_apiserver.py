@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from jbod_operator import crdgen
 from jbod_operator.models import (
     BrokerClusterSpec,
     LogDirMoveSpec,
     PartitionReassignmentSpec,
     TopicSpec,
 )
+from jbod_operator.tools import crdgen
 from tests.kube_cluster import KubeCluster
 
 pytestmark = pytest.mark.integration

@@ -18,10 +18,10 @@ import pytest
 from jbod_broker.client import BrokerClient
 from jbod_broker.local import LocalCluster
 from jbod_broker.storage.names import TopicPartition
-from jbod_operator.brokers import BrokerPool
+from jbod_operator.clients.brokers import BrokerPool
+from jbod_operator.clients.kube import KubeClient
 from jbod_operator.handlers.clusters import reconcile_cluster
 from jbod_operator.handlers.topics import reconcile_topic
-from jbod_operator.kube import KubeClient
 from jbod_operator.settings import OperatorSettings
 from tests.integration.counting import CountingProducer, consume_all, verify
 from tests.kube_cluster import KubeCluster

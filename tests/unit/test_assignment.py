@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jbod_operator.assignment import (
+from jbod_operator.plan.assignment import (
     BrokerInfo,
     DirUsage,
     assign_partitions,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from jbod_operator import builders
 from jbod_operator.models import BrokerCluster
+from jbod_operator.plan import builders
 
 UID = "0f6e4c1a-8a55-4e1c-9d53-1c1c6f5f8a10"
 CONTROLLER = "http://jbod-operator.jbod-system.svc:8080/clusters/kafka/main"

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
-from jbod_operator import builders
-from jbod_operator.kube import KubeClient
+from jbod_operator.clients.kube import KubeClient
 from jbod_operator.models import BrokerCluster
+from jbod_operator.plan import builders
 from jbod_operator.settings import load_settings
 from tests import chart_rbac
 
@@ -422,7 +422,7 @@ def test_kube_client_methods_are_all_mapped_to_verbs() -> None:
 
 
 async def test_verb_map_matches_what_kube_client_records() -> None:
-    from jbod_operator.kube import TOPICS, Credentials
+    from jbod_operator.clients.kube import TOPICS, Credentials
 
     class Response:
         status = 200

@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from jbod_broker import wire
-from jbod_operator import cli
-from jbod_operator.cli import (
+from jbod_operator.models import LogDirMoveSpec, PartitionReassignmentSpec
+from jbod_operator.tools import cli
+from jbod_operator.tools.cli import (
     CliError,
     CurrentPartition,
     Kubectl,
@@ -26,7 +27,6 @@ from jbod_operator.cli import (
     format_progress,
     parse_reassignment,
 )
-from jbod_operator.models import LogDirMoveSpec, PartitionReassignmentSpec
 
 # ---------------------------------------------------------------------------------------------
 # log-dirs describe

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jbod_operator.election import (
+from jbod_operator.plan.election import (
     NO_LEADER,
     PartitionView,
     apply_to_status,

@@ -1,4 +1,4 @@
-"""LogDirMove decisions on plain data (``jbod_operator.logdirmove_plan``): which dir a reference
+"""LogDirMove decisions on plain data (``jbod_operator.plan.logdirmove``): which dir a reference
 names, how a drain spreads a directory, what makes a LogDirMove invalid, which older move it
 clashes with, progress totals and how many moves start per broker."""
 
@@ -9,25 +9,28 @@ from typing import Any
 import pytest
 
 from jbod_broker import wire
-from jbod_operator.logdirmove_plan import (
-    CANCELLED,
-    FAILED,
-    MOVING,
-    PENDING,
-    SUCCEEDED,
+from jbod_operator.models import LogDirMove, LogDirMoveSpec
+from jbod_operator.models.log_dir_move import ReplicaMoveStatus, ReplicaState
+from jbod_operator.plan.logdirmove import (
     BrokerDirs,
     Dir,
     MoveSpecError,
     ReplicaTarget,
     broker_dirs,
     conflicts,
-    dir_name,
     expand_drain,
     next_to_start,
     resolve,
     totals,
 )
 
+PENDING, MOVING, SUCCEEDED, FAILED, CANCELLED = (
+    ReplicaState.PENDING,
+    ReplicaState.MOVING,
+    ReplicaState.SUCCEEDED,
+    ReplicaState.FAILED,
+    ReplicaState.CANCELLED,
+)
 GiB = 1 << 30
 ROOT = "/var/lib/broker"
 
@@ -61,8 +64,21 @@ def move(broker: int, topic: str, partition: int, log_dir: str) -> dict[str, Any
     return {"brokerId": broker, "topic": topic, "partition": partition, "logDir": log_dir}
 
 
-def entry(broker: int, topic: str, partition: int, state: str = PENDING, **kw: Any) -> dict:
-    return {"brokerId": broker, "topic": topic, "partition": partition, "state": state, **kw}
+def entry(
+    broker: int, topic: str, partition: int, state: str = PENDING, **kw: Any
+) -> ReplicaMoveStatus:
+    return ReplicaMoveStatus.model_validate(
+        {"brokerId": broker, "topic": topic, "partition": partition, "state": state, **kw}
+    )
+
+
+def spec(**fields: Any) -> LogDirMoveSpec:
+    return LogDirMoveSpec.model_validate({"clusterName": "kip", **fields})
+
+
+def wire_form(e: ReplicaMoveStatus) -> dict[str, Any]:
+    """The entry as status.replicas carries it (camelCase, None kept)."""
+    return e.model_dump(by_alias=True, mode="json")
 
 
 def ldm(
@@ -70,19 +86,21 @@ def ldm(
     created: str,
     *,
     phase: str | None = None,
-    replicas: list[dict[str, Any]] | None = None,
+    replicas: list[ReplicaMoveStatus] | None = None,
     moves: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+) -> LogDirMove:
     status: dict[str, Any] = {}
     if phase is not None:
         status["phase"] = phase
     if replicas is not None:
-        status["replicas"] = replicas
-    return {
-        "metadata": {"name": name, "creationTimestamp": created},
-        "spec": {"clusterName": "kip", "moves": moves or []},
-        "status": status or None,
-    }
+        status["replicas"] = [wire_form(e) for e in replicas]
+    return LogDirMove.model_validate(
+        {
+            "metadata": {"name": name, "creationTimestamp": created},
+            "spec": {"clusterName": "kip", "moves": moves or []},
+            "status": status or None,
+        }
+    )
 
 
 # -- dir lookup -----------------------------------------------------------------------------
@@ -104,12 +122,6 @@ def test_find_by_name_folder_name_or_absolute_path(ref: str) -> None:
 def test_find_refuses_what_is_not_one_of_the_dirs(ref: str) -> None:
     # A relative path or another absolute path never matches by accident (no basename match).
     assert BrokerDirs(0, (d("a"), d("b"))).find(ref) is None
-
-
-def test_dir_name_strips_data_prefix_and_trailing_slash() -> None:
-    assert dir_name("/mnt/disk1/data-a") == "a"
-    assert dir_name("/mnt/disk1/data-a/") == "a"
-    assert dir_name("/mnt/disk1/kafka-logs") == "kafka-logs"
 
 
 def test_locate_finds_current_replicas_not_futures() -> None:
@@ -249,8 +261,8 @@ def two_brokers() -> dict[int, BrokerDirs | None]:
 
 
 def test_resolve_moves_into_status_entries() -> None:
-    spec = {"moves": [move(0, "t", 0, "b"), move(1, "t", 1, path("a")), move(1, "t", 9, "a")]}
-    out = resolve(spec, two_brokers(), 2).entries
+    sp = spec(moves=[move(0, "t", 0, "b"), move(1, "t", 1, path("a")), move(1, "t", 9, "a")])
+    out = [wire_form(e) for e in resolve(sp, two_brokers(), 2)]
     assert out[0] == {
         "brokerId": 0,
         "topic": "t",
@@ -261,6 +273,7 @@ def test_resolve_moves_into_status_entries() -> None:
         "bytesTotal": 100,
         "offsetLag": 0,
         "state": PENDING,
+        "message": None,
     }
     assert (out[1]["sourceLogDir"], out[1]["targetLogDir"], out[1]["bytesTotal"]) == (
         path("b"),
@@ -275,7 +288,7 @@ def test_resolve_drain_into_entries() -> None:
     brokers = cluster(
         b0=(d("a", {("t", 0): 5, ("t", 1): 9}), d("b", free=5), d("c", free=50)),
     )
-    out = resolve({"drain": {"brokerId": 0, "logDir": "a"}}, brokers, 1).entries
+    out = [wire_form(e) for e in resolve(spec(drain={"brokerId": 0, "logDir": "a"}), brokers, 1)]
     assert [(e["partition"], e["sourceLogDir"], e["targetLogDir"]) for e in out] == [
         (1, path("a"), path("c")),
         (0, path("a"), path("c")),
@@ -283,7 +296,7 @@ def test_resolve_drain_into_entries() -> None:
 
 
 @pytest.mark.parametrize(
-    ("spec", "message"),
+    ("fields", "message"),
     [
         (
             {"moves": [move(7, "t", 0, "a")]},
@@ -307,39 +320,39 @@ def test_resolve_drain_into_entries() -> None:
         ),
     ],
 )
-def test_resolve_errors_name_broker_and_dir(spec: dict[str, Any], message: str) -> None:
+def test_resolve_errors_name_broker_and_dir(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(MoveSpecError, match=message):
-        resolve(spec, two_brokers(), 2)
+        resolve(spec(**fields), two_brokers(), 2)
 
 
 def test_resolve_refuses_a_broker_that_does_not_answer() -> None:
     brokers = cluster(b0=(d("a"), d("b")), b1=None)
     with pytest.raises(MoveSpecError, match=r"^broker 1 does not answer"):
-        resolve({"moves": [move(0, "t", 0, "a"), move(1, "t", 1, "a")]}, brokers, 2)
+        resolve(spec(moves=[move(0, "t", 0, "a"), move(1, "t", 1, "a")]), brokers, 2)
     with pytest.raises(MoveSpecError, match=r"^broker 1 does not answer"):
-        resolve({"drain": {"brokerId": 1, "logDir": "a"}}, brokers, 2)
+        resolve(spec(drain={"brokerId": 1, "logDir": "a"}), brokers, 2)
     # A broker missing from the observation altogether is treated the same.
     with pytest.raises(MoveSpecError, match=r"^broker 1 does not answer"):
-        resolve({"moves": [move(1, "t", 1, "a")]}, cluster(b0=(d("a"),)), 2)
+        resolve(spec(moves=[move(1, "t", 1, "a")]), cluster(b0=(d("a"),)), 2)
 
 
 def test_resolve_refuses_an_offline_target() -> None:
     brokers = cluster(b0=(d("a", {("t", 0): 1}), d("b", live=False)))
     with pytest.raises(MoveSpecError, match=rf"^broker 0: target log dir {path('b')} is offline$"):
-        resolve({"moves": [move(0, "t", 0, "data-b")]}, brokers, 1)
+        resolve(spec(moves=[move(0, "t", 0, "data-b")]), brokers, 1)
 
 
 def test_resolve_error_stops_the_whole_plan() -> None:
     # One bad move makes the LogDirMove invalid: nothing of it is planned.
-    spec = {"moves": [move(0, "t", 0, "b"), move(1, "t", 1, "nope")]}
+    sp = spec(moves=[move(0, "t", 0, "b"), move(1, "t", 1, "nope")])
     with pytest.raises(MoveSpecError, match="broker 1 has no log dir 'nope'"):
-        resolve(spec, two_brokers(), 2)
+        resolve(sp, two_brokers(), 2)
 
 
 def test_resolve_refuses_a_move_into_a_cordoned_dir() -> None:
     brokers = cluster(b0=(d("a", {("t", 0): 1}), d("b", cordoned=True)))
     try:
-        resolve({"moves": [move(0, "t", 0, "b")]}, brokers, 1)
+        resolve(spec(moves=[move(0, "t", 0, "b")]), brokers, 1)
     except MoveSpecError as e:
         assert "cordoned" in str(e) and path("b") in str(e)
     else:
@@ -459,11 +472,11 @@ def test_next_to_start_honours_the_per_broker_limit() -> None:
         entry(2, "t", 1, FAILED),
         entry(2, "t", 2),
     ]
-    picked = [(e["brokerId"], e["partition"]) for e in next_to_start(entries, 2)]
+    picked = [(e.broker_id, e.partition) for e in next_to_start(entries, 2)]
     # Broker 0 has one running: one more; broker 1: two, in plan order; broker 2: finished
     # moves do not count against the limit.
     assert picked == [(0, 1), (1, 0), (1, 1), (2, 2)]
-    assert [(e["brokerId"], e["partition"]) for e in next_to_start(entries, 1)] == [
+    assert [(e.broker_id, e.partition) for e in next_to_start(entries, 1)] == [
         (1, 0),
         (2, 2),
     ]
@@ -477,7 +490,7 @@ def test_next_to_start_nothing_when_full_or_done() -> None:
 
 
 def test_next_to_start_returns_the_entries_themselves() -> None:
-    # The handler mutates what it gets back: they must be the plan's own dicts.
+    # The caller finds them again in the plan: they must be the plan's own entries.
     entries = [entry(0, "t", 0), entry(0, "t", 1)]
     got = next_to_start(entries, 5)
     assert len(got) == 2 and all(g is e for g, e in zip(got, entries, strict=True))

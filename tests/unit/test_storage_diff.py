@@ -6,9 +6,9 @@ from fractions import Fraction
 
 import pytest
 
-from jbod_operator import builders
 from jbod_operator.models import BrokerCluster, LogDir
-from jbod_operator.storage_diff import (
+from jbod_operator.plan import builders
+from jbod_operator.plan.storage_diff import (
     diff_log_dirs,
     log_dirs_from_statefulset,
     parse_quantity,

@@ -82,7 +82,7 @@ The namespace of the BrokerCluster rendered from values.
 
 {{/*
 The rules of the operator's workload role (ClusterRole, or Role in watchNamespace), derived from
-what the code calls (operator/jbod_operator/kube.py records each call) plus what kopf needs for
+what the code calls (operator/jbod_operator/clients/kube.py records each call) plus what kopf needs for
 the resources it serves. tests/unit/test_chart_templates.py compares them with the code.
 */}}
 {{- define "jbod-operator.workloadRules" -}}

@@ -16,13 +16,21 @@ from typing import Any
 
 from jbod_broker import wire
 
-from .. import builders
-from ..brokers import BrokerPool
-from ..conditions import set_condition
-from ..kube import BROKER_CLUSTERS, CONFIGMAPS, PDBS, SECRETS, SERVICES, STATEFULSETS, KubeClient
+from ..clients.brokers import BrokerPool
+from ..clients.kube import (
+    BROKER_CLUSTERS,
+    CONFIGMAPS,
+    PDBS,
+    SECRETS,
+    SERVICES,
+    STATEFULSETS,
+    KubeClient,
+)
 from ..models import BrokerCluster
+from ..plan import builders
+from ..plan.conditions import set_condition
+from ..plan.storage_diff import diff_log_dirs, log_dirs_from_statefulset, removal_blockers
 from ..settings import OperatorSettings
-from ..storage_diff import diff_log_dirs, log_dirs_from_statefulset, removal_blockers
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +80,7 @@ def broker_states(
         offline = []
         if desc is not None:
             for d in desc.log_dirs:
-                name = d.path.rstrip("/").rsplit("/", 1)[-1]
-                name = name[len("data-") :] if name.startswith("data-") else name
+                name = wire.log_dir_short_name(d.path)
                 dirs.append(
                     {
                         "name": name,

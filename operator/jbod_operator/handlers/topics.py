@@ -15,12 +15,12 @@ from typing import Any
 from jbod_broker import wire
 from jbod_broker.storage.errors import StorageError
 
-from .. import partition_state
-from ..assignment import BrokerInfo, DirUsage, assign_partitions, choose_log_dir
-from ..brokers import BrokerPool
-from ..conditions import set_condition
-from ..kube import BROKER_CLUSTERS, TOPICS, KubeClient
+from ..clients.brokers import BrokerPool
+from ..clients.kube import BROKER_CLUSTERS, TOPICS, KubeClient
 from ..models import BrokerCluster, Topic
+from ..plan import partition_state
+from ..plan.assignment import BrokerInfo, DirUsage, assign_partitions, choose_log_dir
+from ..plan.conditions import set_condition
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from .broker_cluster import BrokerCluster, BrokerClusterSpec, BrokerClusterStatu
 from .common import GROUP, VERSION, Condition
 from .log_dir_move import LogDirMove, LogDirMoveSpec, LogDirMoveStatus
 from .reassignment import PartitionReassignment, PartitionReassignmentSpec
-from .topic import Topic, TopicSpec, TopicStatus
+from .topic import Topic, TopicSpec, TopicStatus, kafka_topic_name
 
 __all__ = [
     "GROUP",
@@ -27,4 +27,5 @@ __all__ = [
     "Topic",
     "TopicSpec",
     "TopicStatus",
+    "kafka_topic_name",
 ]

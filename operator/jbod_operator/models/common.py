@@ -88,6 +88,8 @@ class ResourceMeta(CamelModel):
     generation: int | None = None
     uid: str | None = None
     resource_version: str | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
 

@@ -1,10 +1,13 @@
 """LogDirMove: put replicas on chosen disks of their brokers, or drain a disk (KIP-113).
 
-The schema is complete here; the behaviour (progress, throttle, cancel, drain) is issue 7.
+The schema and the states live here; the transitions between the states are decided in
+``jbod_operator.plan.logdirmove`` (one table, pure) and carried out by
+``jbod_operator.handlers.logdirmoves``.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, StringConstraints
@@ -19,6 +22,68 @@ from .common import (
     ResourceName,
     TopicName,
 )
+
+MAX_MOVES = 10_000
+"""Replicas one LogDirMove may name; ``jbod-ctl`` and the planner split larger plans."""
+
+
+class MovePhase(StrEnum):
+    """The phase of a LogDirMove (``status.phase``, a summary of its replicas).
+
+    Allowed transitions (``plan.logdirmove.PHASE_TRANSITIONS``, one test each)::
+
+        (new)   -> Pending    planned, or waiting for its BrokerCluster
+        (new)   -> Failed     the spec can never work, or an older LogDirMove moves a replica
+        Pending -> Moving     a replica started moving or finished
+        Pending -> Succeeded  every replica verified in its target dir (a drain: dir empty)
+        Pending -> Failed     every replica ended and one failed; timeout
+        Pending -> Cancelled  spec.cancel
+        Moving  -> Pending    the moved replicas failed and the rest wait; BrokerCluster gone
+        Moving  -> Succeeded  every replica verified in its target dir (a drain: dir empty)
+        Moving  -> Failed     every replica ended and one failed; timeout; drain not empty
+        Moving  -> Cancelled  spec.cancel
+
+    Succeeded, Failed and Cancelled are final: nothing leaves them.
+    """
+
+    PENDING = "Pending"
+    MOVING = "Moving"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+
+FINAL_PHASES = frozenset({MovePhase.SUCCEEDED, MovePhase.FAILED, MovePhase.CANCELLED})
+"""Phases a LogDirMove never leaves; a restarted operator never re-sends their moves."""
+
+
+class ReplicaState(StrEnum):
+    """The state of one replica of a LogDirMove (``status.replicas[].state``).
+
+    Allowed transitions (``plan.logdirmove.REPLICA_TRANSITIONS``, one test each)::
+
+        Pending -> Moving     the broker accepted alter-replica-log-dirs
+        Pending -> Succeeded  the replica is already in its target dir
+        Pending -> Failed     not on its broker after replicaWaitSeconds; broker refused; timeout
+        Pending -> Cancelled  spec.cancel
+        Moving  -> Succeeded  describe-log-dirs shows it in its target dir, no future copy
+        Moving  -> Failed     the broker's move failed (dir offline, copy error); timeout
+        Moving  -> Cancelled  spec.cancel
+
+    Succeeded, Failed and Cancelled are final.
+    """
+
+    PENDING = "Pending"
+    MOVING = "Moving"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+
+FINAL_REPLICA_STATES = frozenset(
+    {ReplicaState.SUCCEEDED, ReplicaState.FAILED, ReplicaState.CANCELLED}
+)
+
 
 LogDirRef = Annotated[
     str,
@@ -61,7 +126,7 @@ class LogDirMoveSpec(CamelModel):
     moves: Annotated[
         list[ReplicaMove] | None,
         Field(
-            max_length=10_000,
+            max_length=MAX_MOVES,
             json_schema_extra={
                 "x-kubernetes-list-type": "map",
                 "x-kubernetes-list-map-keys": ["brokerId", "topic", "partition"],
@@ -93,14 +158,20 @@ class ReplicaMoveStatus(CamelModel):
     bytes_copied: int = 0
     bytes_total: int = 0
     offset_lag: int = 0
-    state: str = "Pending"
+    state: Annotated[
+        ReplicaState,
+        Field(description="Pending, Moving, then Succeeded, Failed or Cancelled (final)."),
+    ] = ReplicaState.PENDING
     message: str | None = None
 
 
 class LogDirMoveStatus(CamelModel):
     observed_generation: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
-    phase: str | None = None
+    phase: Annotated[
+        MovePhase | None,
+        Field(description="Pending, Moving, then Succeeded, Failed or Cancelled (final)."),
+    ] = None
     replicas: list[ReplicaMoveStatus] = Field(default_factory=list)
     bytes_copied: int | None = None
     bytes_total: int | None = None

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, StringConstraints
@@ -154,3 +155,17 @@ class Topic(CamelModel):
     metadata: ResourceMeta
     spec: TopicSpec
     status: TopicStatus | None = None
+
+
+def kafka_topic_name(topic: Topic | Mapping[str, Any]) -> str:
+    """The Kafka name of a Topic resource as read from the API: ``spec.topicName`` when set
+    (Kafka allows names a Kubernetes object cannot have), else ``metadata.name``.
+
+    The one rule every component uses. ``topicName`` is immutable (CEL), so the name recorded
+    in ``status.topicName`` at creation is always this one.
+    """
+    if isinstance(topic, Topic):
+        explicit, name = topic.spec.topic_name, topic.metadata.name
+    else:
+        explicit, name = (topic.get("spec") or {}).get("topicName"), topic["metadata"]["name"]
+    return str(explicit or name)

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .kube import LEASES, ApiError, KubeClient
+from ..clients.kube import LEASES, ApiError, KubeClient
 
 log = logging.getLogger(__name__)
 

@@ -48,9 +48,9 @@ from jbod_broker import wire
 from jbod_broker.client import BrokerClient
 from jbod_broker.storage.errors import StorageError
 
-from .models.common import API_VERSION
-from .models.log_dir_move import LogDirMoveSpec
-from .models.reassignment import PartitionReassignmentSpec
+from ..models.common import API_VERSION
+from ..models.log_dir_move import LogDirMoveSpec
+from ..models.reassignment import PartitionReassignmentSpec
 
 PROG = "jbod-ctl"
 ANY = "any"

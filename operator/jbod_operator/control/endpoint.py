@@ -20,9 +20,9 @@ from pydantic import ValidationError
 
 from jbod_broker import wire
 
-from .brokers import BrokerPool
+from ..clients.brokers import BrokerPool
+from ..clients.kube import EVENTS, ApiError, KubeClient
 from .cluster_controller import ClusterController
-from .kube import EVENTS, ApiError, KubeClient
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,10 @@ from jbod_broker import wire
 from jbod_broker.errors import StaleControllerEpochError
 from jbod_broker.storage.errors import StorageError
 
-from . import partition_state
-from .brokers import BrokerPool
-from .election import apply_to_status, decide, validate_alter_partition, view_from_status
-from .kube import TOPICS, ApiError, KubeClient
+from ..clients.brokers import BrokerPool
+from ..clients.kube import TOPICS, ApiError, KubeClient
+from ..plan import partition_state
+from ..plan.election import apply_to_status, decide, validate_alter_partition, view_from_status
 
 log = logging.getLogger(__name__)
 

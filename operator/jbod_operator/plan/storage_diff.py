@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from .builders import mount_path, volume_name
-from .models import LogDir
+from jbod_broker import wire
+
+from ..models import LogDir
+from .builders import mount_path
 
 __all__ = [
     "LogDirChange",
@@ -195,8 +197,7 @@ def log_dirs_from_statefulset(statefulset: Mapping[str, Any]) -> list[LogDir]:
     out: list[LogDir] = []
     for t in templates:
         name = str(t.get("metadata", {}).get("name", ""))
-        prefix = volume_name("")
-        if not name.startswith(prefix) or name == prefix:
+        if not name.startswith(wire.LOG_DIR_FOLDER_PREFIX) or name == wire.LOG_DIR_FOLDER_PREFIX:
             continue
         spec = t.get("spec", {})
         size = spec.get("resources", {}).get("requests", {}).get("storage")
@@ -204,7 +205,7 @@ def log_dirs_from_statefulset(statefulset: Mapping[str, Any]) -> list[LogDir]:
             raise ValueError(f"volumeClaimTemplate {name!r} has no storage request")
         out.append(
             LogDir(
-                name=name[len(prefix) :],
+                name=wire.log_dir_short_name(name),
                 size=str(size),
                 storage_class_name=spec.get("storageClassName"),
             )

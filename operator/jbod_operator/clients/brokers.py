@@ -15,8 +15,8 @@ from jbod_broker import wire
 from jbod_broker.client import BrokerClient
 from jbod_broker.storage.errors import StorageError
 
+from ..settings import OperatorSettings
 from .kube import SECRETS, KubeClient
-from .settings import OperatorSettings
 
 
 def statefulset_name(cluster: str) -> str:

@@ -30,7 +30,9 @@ import hashlib
 import json
 from typing import Any
 
-from .models import BrokerCluster, LogDir
+from jbod_broker import wire
+
+from ..models import BrokerCluster, LogDir
 
 __all__ = [
     "APP_NAME",
@@ -167,7 +169,7 @@ def pdb_name(bc: BrokerCluster) -> str:
 
 def volume_name(log_dir: LogDir | str) -> str:
     """The volumeClaimTemplate (and pod volume) of a log dir: ``data-<name>``."""
-    return f"data-{_log_dir_name(log_dir)}"
+    return wire.log_dir_folder(_log_dir_name(log_dir))
 
 
 def mount_path(log_dir: LogDir | str) -> str:
@@ -177,11 +179,11 @@ def mount_path(log_dir: LogDir | str) -> str:
 
 def log_dir_name_from_path(path: str) -> str | None:
     """The log dir name of a mount path (as brokers report it), or None if not one of ours."""
-    prefix = f"{DATA_ROOT}/data-"
     p = path.rstrip("/")
-    if not p.startswith(prefix) or "/" in p[len(prefix) :] or len(p) == len(prefix):
+    name = wire.log_dir_short_name(p)
+    if not name or p != mount_path(name):
         return None
-    return p[len(prefix) :]
+    return name
 
 
 def pod_name(bc: BrokerCluster, broker_id: int) -> str:
@@ -370,7 +372,7 @@ def build_statefulset(
     """The brokers: one pod per broker id, one PVC per log dir per pod.
 
     - ``volumeClaimTemplates`` are one per log dir, in spec order (immutable once created: a
-      change is classified by :mod:`jbod_operator.storage_diff` first). PVCs are retained when
+      change is classified by :mod:`jbod_operator.plan.storage_diff` first). PVCs are retained when
       the StatefulSet is deleted or scaled down.
     - The broker id is the pod ordinal, read from the ``apps.kubernetes.io/pod-index`` label
       (Kubernetes >= 1.28) through the downward API: no shell, no init container.

@@ -1,0 +1,1 @@
+"""Command-line tools: jbod-ctl and the CRD generator."""
