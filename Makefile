@@ -2,7 +2,10 @@
 PY      ?= python3.11
 VENV    := .venv
 BIN     := $(VENV)/bin
-STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+# The images' pinned runtime dependencies constrain the dev venv too, so tests run against the
+# versions the images ship (tests fail when the pins and the venv drift apart).
+PINS    := requirements-operator.txt broker_image/requirements.txt
+STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml $(PINS) | sha1sum | cut -c1-12)
 
 .PHONY: setup test unit integration e2e lint bench clean pin crds demo
 
@@ -12,10 +15,10 @@ STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 setup: $(STAMP)
 	@$(MAKE) --no-print-directory kube-bins kubectl-bins
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(PINS)
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,operator,spark]'
+	$(BIN)/pip install --quiet -e '.[dev,operator,spark]' $(addprefix -c ,$(PINS))
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
@@ -38,10 +41,12 @@ integration: setup
 e2e: setup
 	scripts/run-tests e2e
 
+# The same checks run from .pre-commit-config.yaml (`.venv/bin/pre-commit install`).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check broker_image operator spark_apps
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/python -m jbod_operator.tools.crdgen --check
 
 bench: setup

@@ -54,8 +54,12 @@ class Scenario:
         endpoints = str(workdir / "broker-endpoints.json")
         self.ops = [
             OperatorProcess(
-                kube_cluster, namespace, str(workdir), name=f"operator-{i}",
-                endpoints_file=endpoints, env=env,
+                kube_cluster,
+                namespace,
+                str(workdir),
+                name=f"operator-{i}",
+                endpoints_file=endpoints,
+                env=env,
             )
             for i in range(operators)
         ]
@@ -88,12 +92,20 @@ class Scenario:
         )
         wait_for(lambda: self.kube.get("statefulset", "kip-broker"), what="the StatefulSet")
         self.brokers = start_local_brokers(
-            self.ops[0], self.kube, "kip", str(self.work / "brokers"), size=self.size,
-            dir_names=self.dirs, settings=self.broker_settings, standby=self.ops[1:],
+            self.ops[0],
+            self.kube,
+            "kip",
+            str(self.work / "brokers"),
+            size=self.size,
+            dir_names=self.dirs,
+            settings=self.broker_settings,
+            standby=self.ops[1:],
         )
         wait_for(
-            lambda: (c := self.kube.condition("brokercluster", "kip", "Ready"))
-            and c["status"] == "True",
+            lambda: (
+                (c := self.kube.condition("brokercluster", "kip", "Ready"))
+                and c["status"] == "True"
+            ),
             what="BrokerCluster Ready",
         )
         return self
@@ -113,8 +125,9 @@ class Scenario:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
-        if getattr(self, "last_status", None) is not None:
-            print("--- last LogDirMove status\n" + dump(self.last_status))
+        last = getattr(self, "last_status", None)
+        if last is not None:
+            print("--- last LogDirMove status\n" + dump(last))
         self.stop()
         for op in self.ops:
             print(f"--- {op.log_path}\n{op.tail(25)}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from jbod_broker.client import BrokerClient
@@ -138,7 +138,7 @@ def verify(
 
 
 @contextlib.asynccontextmanager
-async def running(producer: CountingProducer):  # type: ignore[no-untyped-def]
+async def running(producer: CountingProducer) -> AsyncIterator[CountingProducer]:
     producer.start()
     try:
         yield producer

@@ -284,12 +284,12 @@ async def delete_log_dir_move(kube: KubeClient, pool: BrokerPool, body: dict[str
     if status.phase not in FINAL_PHASES:
         running = tuple(
             (e.broker_id, e.topic, e.partition)
-            for e in status.replicas
+            for e in status.replicas or []
             if e.state not in FINAL_REPLICA_STATES
         )
         await cancel_moves(pool, ns, cluster, running)
         if move.spec.throttle_bytes_per_second:
-            brokers = tuple(sorted({e.broker_id for e in status.replicas}))
+            brokers = tuple(sorted({e.broker_id for e in status.replicas or []}))
             await throttle(pool, ns, cluster, brokers, 0)
     if move.spec.drain is not None:
         await cordon(pool, ns, cluster, move.spec.drain, False)

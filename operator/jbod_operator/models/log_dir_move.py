@@ -172,7 +172,8 @@ class LogDirMoveStatus(CamelModel):
         MovePhase | None,
         Field(description="Pending, Moving, then Succeeded, Failed or Cancelled (final)."),
     ] = None
-    replicas: list[ReplicaMoveStatus] = Field(default_factory=list)
+    replicas: list[ReplicaMoveStatus] | None = None
+    """The plan, one entry per replica: absent until planned (a refused spec has none)."""
     bytes_copied: int | None = None
     bytes_total: int | None = None
     progress_percent: int | None = None

@@ -354,7 +354,7 @@ def conflicts(
         st = o.status or LogDirMoveStatus()
         if st.phase in FINAL_PHASES:
             continue
-        theirs = {key_of(e) for e in st.replicas} or {
+        theirs = {key_of(e) for e in st.replicas or []} or {
             (m.broker_id, m.topic, m.partition) for m in o.spec.moves or []
         }
         both = mine & theirs
@@ -486,7 +486,7 @@ class _Pass:
             self.status = self.status.model_copy(update={"completion_time": iso(self.obs.now)})
 
     def decision(self, *, active: bool = False, settled: bool = True) -> Decision:
-        status = self.status.model_copy(update={"replicas": list(self.entries)})
+        status = self.status.model_copy(update={"replicas": list(self.entries) or None})
         return Decision(
             status, tuple(self.actions), tuple(self.events), active, settled, dict(self.rates)
         )
@@ -500,7 +500,7 @@ def advance(obs: Observed) -> Decision:
     """
     move = obs.move
     status = move.status or LogDirMoveStatus()
-    p = _Pass(obs, status, list(status.replicas))
+    p = _Pass(obs, status, list(status.replicas or []))
     if p.status.phase in FINAL_PHASES:
         if p.status.phase == Phase.SUCCEEDED and move.spec.drain is not None:
             # Keep the drained dir cordoned (brokers forget cordons when they restart) until
@@ -643,7 +643,7 @@ def settle(obs: Observed, decision: Decision, results: Iterable[StartResult]) ->
     answers, then totals and the phase (and, when every replica ended, the end's actions)."""
     if decision.settled:
         return decision
-    p = _Pass(obs, decision.status, list(decision.status.replicas))
+    p = _Pass(obs, decision.status, list(decision.status.replicas or []))
     p.actions, p.events = list(decision.actions), list(decision.events)
     p.rates = dict(decision.rates)
     _record_starts(p, results)
@@ -743,7 +743,7 @@ def drain_left(drain: Drain, bd: BrokerDirs | None) -> str:
 def moving_by_broker(status: LogDirMoveStatus | None) -> dict[int, list[tuple[str, int]]]:
     """The replicas in state Moving, per broker: what the long poll waits on."""
     out: dict[int, list[tuple[str, int]]] = {}
-    for e in (status or LogDirMoveStatus()).replicas:
+    for e in (status or LogDirMoveStatus()).replicas or []:
         if e.state == State.MOVING:
             out.setdefault(e.broker_id, []).append((e.topic, e.partition))
     return out
