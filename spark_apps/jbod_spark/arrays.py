@@ -98,11 +98,6 @@ class ClusterArrays:
             _cache={},
         )
 
-    def with_replicas(self, rep_broker: I64, rep_dir: I64, rep_leader: BoolA) -> ClusterArrays:
-        return replace(
-            self, rep_broker=rep_broker, rep_dir=rep_dir, rep_leader=rep_leader, _cache={}
-        )
-
 
 def rack_codes(racks: list[str | None]) -> tuple[I64, tuple[str, ...]]:
     names = tuple(sorted({r for r in racks if r is not None}))

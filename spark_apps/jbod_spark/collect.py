@@ -29,6 +29,7 @@ from typing import Any
 
 from jbod_broker import wire
 from jbod_broker.wire import DescribeLogDirsResponse
+from jbod_operator.models import kafka_topic_name
 
 from .snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
 
@@ -128,7 +129,7 @@ def build_snapshot(
         if t.get("spec", {}).get("clusterName") != cluster_name:
             continue
         ts = t.get("status") or {}
-        name = ts.get("topicName") or t["spec"].get("topicName") or t["metadata"]["name"]
+        name = kafka_topic_name(t)
         for ps in ts.get("partitions", []):
             part = int(ps["partition"])
             sizes = [

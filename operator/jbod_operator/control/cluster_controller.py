@@ -28,16 +28,11 @@ from jbod_broker.storage.errors import StorageError
 
 from ..clients.brokers import BrokerPool
 from ..clients.kube import TOPICS, ApiError, KubeClient
+from ..models import kafka_topic_name
 from ..plan import partition_state
 from ..plan.election import apply_to_status, decide, validate_alter_partition, view_from_status
 
 log = logging.getLogger(__name__)
-
-
-def topic_name_of(t: dict[str, Any]) -> str:
-    status = t.get("status") or {}
-    spec = t.get("spec") or {}
-    return str(status.get("topicName") or spec.get("topicName") or t["metadata"]["name"])
 
 
 class ClusterController:
@@ -151,7 +146,7 @@ class ClusterController:
         dead = (set(range(self._broker_count(topics))) - live) if dead_known else set()
         changed_parts: list[tuple[dict[str, Any], dict[str, Any]]] = []
         for t in topics:
-            name = topic_name_of(t)
+            name = kafka_topic_name(t)
             parts = t["status"]["partitions"]
             new_parts = []
             touched = False
@@ -217,7 +212,7 @@ class ClusterController:
     def _state(self, t: dict[str, Any], s: dict[str, Any]) -> wire.LeaderAndIsrPartition:
         spec = t.get("spec") or {}
         return partition_state.leader_and_isr(
-            topic_name_of(t),
+            kafka_topic_name(t),
             s,
             is_new=False,
             min_isr=spec.get("minInsyncReplicas") or 1,
@@ -278,7 +273,7 @@ class ClusterController:
             controller_epoch=self.pool.controller_epoch,
             live_brokers=self.pool.endpoints(self.namespace, self.name, sorted(live)),
             partitions=[
-                partition_state.metadata(topic_name_of(t), s)
+                partition_state.metadata(kafka_topic_name(t), s)
                 for t in topics
                 for s in t["status"]["partitions"]
             ],
@@ -300,7 +295,7 @@ class ClusterController:
         async with self.lock:
             for _ in range(5):
                 topics = await self._topics()
-                t = next((x for x in topics if topic_name_of(x) == item.topic), None)
+                t = next((x for x in topics if kafka_topic_name(x) == item.topic), None)
                 parts = (t or {}).get("status", {}).get("partitions") or []
                 s = next((p for p in parts if p["partition"] == item.partition), None)
                 if t is None or s is None:

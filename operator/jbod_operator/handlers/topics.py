@@ -17,7 +17,7 @@ from jbod_broker.storage.errors import StorageError
 
 from ..clients.brokers import BrokerPool
 from ..clients.kube import BROKER_CLUSTERS, TOPICS, KubeClient
-from ..models import BrokerCluster, Topic
+from ..models import BrokerCluster, Topic, kafka_topic_name
 from ..plan import partition_state
 from ..plan.assignment import BrokerInfo, DirUsage, assign_partitions, choose_log_dir
 from ..plan.conditions import set_condition
@@ -32,10 +32,6 @@ class TopicNotReady(Exception):
         super().__init__(message)
         self.reason = reason
         self.delay = delay
-
-
-def topic_name(t: Topic) -> str:
-    return t.spec.topic_name or t.metadata.name
 
 
 def broker_infos(bc: BrokerCluster, live: set[int]) -> list[BrokerInfo]:
@@ -112,7 +108,7 @@ def leader_and_isr_parts(
 ) -> list[wire.LeaderAndIsrPartition]:
     return [
         partition_state.leader_and_isr(
-            topic_name(t),
+            kafka_topic_name(t),
             s,
             is_new=s["partition"] in new,
             min_isr=min_isr,
@@ -178,7 +174,7 @@ async def reconcile_topic(
                     )
                     fresh["status"] = status = {
                         **status,
-                        "topicName": topic_name(t),
+                        "topicName": kafka_topic_name(t),
                         "partitions": states,
                         "conditions": conditions,
                     }
@@ -204,7 +200,7 @@ async def reconcile_topic(
         new_status = {
             **status,
             "observedGeneration": gen,
-            "topicName": topic_name(t),
+            "topicName": kafka_topic_name(t),
             "conditions": conditions,
         }
     except TopicNotReady as e:
@@ -234,7 +230,7 @@ async def _send_state(
 ) -> dict[int, set[int]]:
     """Preferred dirs, LeaderAndIsr, UpdateMetadata; returns offline replicas per partition."""
     cluster = bc.metadata.name
-    name = topic_name(t)
+    name = kafka_topic_name(t)
     min_isr = t.spec.min_insync_replicas or 1
     endpoints = pool.endpoints(ns, cluster, live)
     offline: dict[int, set[int]] = {}
@@ -301,7 +297,7 @@ async def delete_topic(kube: KubeClient, pool: BrokerPool, body: dict[str, Any])
     status = body.get("status") or {}
     states = status.get("partitions") or []
     brokers = sorted({r["brokerId"] for s in states for r in s["replicas"]})
-    name = status.get("topicName") or topic_name(t)
+    name = kafka_topic_name(t)
     for b in brokers:
         parts = [
             wire.StopReplicaPartition(topic=name, partition=s["partition"], delete=True)

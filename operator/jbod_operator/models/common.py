@@ -7,7 +7,7 @@ and ``lastTransitionTime``.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
@@ -92,12 +92,3 @@ class ResourceMeta(CamelModel):
     deletion_timestamp: str | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
-
-
-class CrdInfo:
-    """What the CRD generator needs besides the schema, declared on each resource model."""
-
-    kind: ClassVar[str]
-    plural: ClassVar[str]
-    short_names: ClassVar[list[str]]
-    printer_columns: ClassVar[list[dict[str, Any]]]

@@ -54,7 +54,3 @@ def set_condition(
             }
         )
     return out
-
-
-def get_condition(conditions: list[dict[str, Any]], type_: str) -> dict[str, Any] | None:
-    return next((c for c in conditions if c.get("type") == type_), None)
