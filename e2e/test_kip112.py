@@ -8,6 +8,7 @@ import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,7 +73,9 @@ def offline_dir_reported(sc: Scenario, broker: int, d: str) -> bool:
     bc = sc.kube.get("brokercluster", "kip") or {}
     status = bc.get("status") or {}
     b = next((x for x in status.get("brokers", []) if x["id"] == broker), None)
-    degraded = next((c for c in status.get("conditions", []) if c["type"] == "Degraded"), {})
+    degraded: dict[str, Any] = next(
+        (c for c in status.get("conditions", []) if c["type"] == "Degraded"), {}
+    )
     name = os.path.basename(d).removeprefix("data-")
     return bool(b and name in b.get("offlineLogDirs", []) and degraded.get("status") == "True")
 

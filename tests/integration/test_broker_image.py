@@ -208,8 +208,7 @@ def test_every_runtime_dependency_is_pinned_and_allowed() -> None:
 
 def test_pins_close_over_transitive_dependencies() -> None:
     """`pip install --no-deps` installs only what is listed: nothing may be missing."""
-    env = default_environment()
-    env["extra"] = ""
+    env = {k: str(v) for k, v in default_environment().items()} | {"extra": ""}
     pinned = pins()
     todo = [canonicalize_name(r.name) for r in runtime_dependencies()]
     seen: set[str] = set()
