@@ -99,6 +99,10 @@ class LogDirDescription(Model):
     usable_bytes: int
     cordoned: bool
     partitions: list[ReplicaDescription]
+    reserved_bytes: int = 0
+    """What moves and new replicas in flight to this dir still have to write."""
+    headroom_bytes: int = 0
+    """What the broker keeps free on this dir (its headroom setting applied to the capacity)."""
 
 
 class DescribeLogDirsResponse(Model):

@@ -439,3 +439,20 @@ def test_a_second_pass_over_its_own_result_changes_nothing() -> None:
         )
     )
     assert again.status.dump() == first.status.dump() and again.events == ()
+
+
+def test_new_to_failed_when_a_target_has_no_room_and_nothing_is_sent() -> None:
+    move = ldm(moves=[{"brokerId": 0, "topic": "t", "partition": 0, "logDir": "b"}])
+    small = BrokerDirs(
+        0,
+        (
+            Dir("a", path("a"), True, False, 10_000, {("t", 0): 5000}),
+            Dir("b", path("b"), True, False, 4000, {}),
+        ),
+    )
+    d = run(observe(move, small))
+    assert d.status.phase == P.FAILED and d.actions == () and d.status.replicas is None
+    status, reason = condition(d, "Failed")
+    assert (status, reason) == ("True", "InsufficientSpace")
+    message = next(c.message for c in d.status.conditions if c.type == "Failed")
+    assert "no room for 5000 bytes: 4000 bytes free" in message

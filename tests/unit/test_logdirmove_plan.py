@@ -15,6 +15,7 @@ from jbod_operator.plan.logdirmove import (
     BrokerDirs,
     Dir,
     MoveSpecError,
+    NoRoomError,
     ReplicaTarget,
     broker_dirs,
     conflicts,
@@ -494,3 +495,49 @@ def test_next_to_start_returns_the_entries_themselves() -> None:
     entries = [entry(0, "t", 0), entry(0, "t", 1)]
     got = next_to_start(entries, 5)
     assert len(got) == 2 and all(g is e for g, e in zip(got, entries, strict=True))
+
+
+# -- room (issue 13: checked before anything is sent) -------------------------------------------
+
+
+def test_resolve_refuses_a_target_without_room_naming_free_and_needed_bytes() -> None:
+    brokers = cluster(b0=(d("a", {("t", 0): 10 * 1024 * 1024}), d("b", free=4 * 1024 * 1024)))
+    with pytest.raises(NoRoomError) as err:
+        resolve(spec(moves=[move(0, "t", 0, "b")]), brokers, 1)
+    assert str(err.value) == (
+        f"broker 0: log dir {path('b')} has no room for 10485760 bytes: 4194304 bytes free, "
+        "0 reserved by moves and new replicas in flight, 0 kept as headroom, so 4194304 available"
+    )
+    assert err.value.reason == "InsufficientSpace"
+
+
+def test_resolve_adds_up_every_move_into_the_same_dir() -> None:
+    brokers = cluster(b0=(d("a", {("t", 0): 60, ("t", 1): 60}), d("b", free=100)))
+    resolve(spec(moves=[move(0, "t", 0, "b")]), brokers, 1)  # each alone fits
+    resolve(spec(moves=[move(0, "t", 1, "b")]), brokers, 1)
+    with pytest.raises(NoRoomError, match="no room for 120 bytes"):
+        resolve(spec(moves=[move(0, "t", 0, "b"), move(0, "t", 1, "b")]), brokers, 1)
+
+
+def test_resolve_counts_the_brokers_reservations_and_headroom() -> None:
+    def target(reserved: int, headroom: int) -> Dir:
+        return Dir("b", path("b"), True, False, 100, {}, frozenset(), 1000, reserved, headroom)
+
+    src = d("a", {("t", 0): 60})
+    resolve(spec(moves=[move(0, "t", 0, "b")]), cluster(b0=(src, target(40, 0))), 1)
+    with pytest.raises(NoRoomError, match="41 reserved"):
+        resolve(spec(moves=[move(0, "t", 0, "b")]), cluster(b0=(src, target(41, 0))), 1)
+    with pytest.raises(NoRoomError, match="41 kept as headroom"):
+        resolve(spec(moves=[move(0, "t", 0, "b")]), cluster(b0=(src, target(0, 41))), 1)
+
+
+def test_a_replica_already_in_its_target_needs_no_room() -> None:
+    brokers = cluster(b0=(d("a"), d("b", {("t", 0): 500}, free=0)))
+    (e,) = resolve(spec(moves=[move(0, "t", 0, "b")]), brokers, 1)
+    assert e.source_log_dir == e.target_log_dir == path("b")
+
+
+def test_a_drain_without_room_on_the_other_dirs_is_refused() -> None:
+    brokers = cluster(b0=(d("a", {("t", 0): 80, ("t", 1): 80}), d("b", free=100), d("c", free=50)))
+    with pytest.raises(NoRoomError, match=f"log dir {path('c')} has no room for 80 bytes"):
+        resolve(spec(drain={"brokerId": 0, "logDir": "a"}), brokers, 1)

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from jbod_broker import wire
+from jbod_broker.storage.room import DirSpace, Headroom, RoomVerdict, check_room
 
 from ..models import Condition, LogDirMove, LogDirMoveSpec, LogDirMoveStatus
 from ..models.log_dir_move import (
@@ -86,6 +87,14 @@ def transition(table: Mapping[tuple[Any, Any], str], current: S | None, new: S) 
 class MoveSpecError(ValueError):
     """A LogDirMove that can never work as written; the message names the broker and dir."""
 
+    reason = "InvalidSpec"
+
+
+class NoRoomError(MoveSpecError):
+    """A target dir cannot hold what would move into it (storage.room's rule)."""
+
+    reason = "InsufficientSpace"
+
 
 @dataclass(frozen=True)
 class Dir:
@@ -97,6 +106,16 @@ class Dir:
     replicas: dict[tuple[str, int], int]
     """(topic, partition) → size, current replicas only."""
     futures: frozenset[tuple[str, int]] = frozenset()
+    total_bytes: int = 0
+    reserved_bytes: int = 0
+    """What moves and new replicas in flight to it still have to write (the broker's figure)."""
+    headroom_bytes: int = 0
+    """What the broker keeps free on it."""
+
+    def room_for(self, need_bytes: int) -> RoomVerdict:
+        """The broker's own rule, with the figures the broker reported."""
+        space = DirSpace(self.path, self.total_bytes, self.usable_bytes, self.reserved_bytes)
+        return check_room(space, need_bytes, Headroom(bytes=self.headroom_bytes))
 
 
 @dataclass(frozen=True)
@@ -127,6 +146,9 @@ def broker_dirs(broker: int, desc: wire.DescribeLogDirsResponse) -> BrokerDirs:
                 usable_bytes=d.usable_bytes,
                 replicas={(p.topic, p.partition): p.size for p in d.partitions if not p.is_future},
                 futures=frozenset((p.topic, p.partition) for p in d.partitions if p.is_future),
+                total_bytes=d.total_bytes,
+                reserved_bytes=d.reserved_bytes,
+                headroom_bytes=d.headroom_bytes,
             )
         )
     return BrokerDirs(broker, tuple(dirs))
@@ -328,7 +350,27 @@ def resolve(
                 state=State.PENDING,
             )
         )
+    _check_room(out, brokers)
     return out
+
+
+def _check_room(
+    entries: Sequence[ReplicaMoveStatus], brokers: Mapping[int, BrokerDirs | None]
+) -> None:
+    """Every target dir must hold all that moves into it, before anything is sent."""
+    need: dict[tuple[int, str], int] = {}
+    for e in entries:
+        if e.target_log_dir and e.source_log_dir != e.target_log_dir:
+            key = (e.broker_id, e.target_log_dir)
+            need[key] = need.get(key, 0) + e.bytes_total
+    for (b, target), size in sorted(need.items()):
+        bd = brokers.get(b)
+        dest = bd.find(target) if bd else None
+        if dest is None:
+            continue
+        verdict = dest.room_for(size)
+        if not verdict.fits:
+            raise NoRoomError(f"broker {b}: {verdict.reason}")
 
 
 def _answering(b: int, count: int, brokers: Mapping[int, BrokerDirs | None]) -> BrokerDirs:
@@ -535,7 +577,7 @@ def _plan(p: _Pass) -> bool:
     try:
         plan = resolve(move.spec, obs.brokers, obs.cluster_size)
     except MoveSpecError as err:
-        p.finish(Phase.FAILED, "InvalidSpec", str(err))
+        p.finish(Phase.FAILED, err.reason, str(err))
         return False
     me = (move.metadata.creation_timestamp or "", move.metadata.name)
     clash = conflicts(me, plan, obs.others)
@@ -766,6 +808,7 @@ __all__ = [
     "Dir",
     "IllegalTransitionError",
     "MoveSpecError",
+    "NoRoomError",
     "Observed",
     "RecordInTopic",
     "ReplicaTarget",
