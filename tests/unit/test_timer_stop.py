@@ -1,4 +1,4 @@
-"""The LogDirMove timer's waits give way to kopf's stop flag (jbod_operator.main._unless_stopped).
+"""The LogDirMove daemon's waits give way to kopf's stop flag (handlers.context.unless_stopped).
 
 kopf holds a deletion until the object's timers have exited, so a long poll that ignored the
 flag would hold every deletion for kopf's cancellation poll (60 s by default).
@@ -10,7 +10,7 @@ import asyncio
 import gc
 import warnings
 
-from jbod_operator.main import _unless_stopped
+from jbod_operator.handlers.context import unless_stopped as _unless_stopped
 
 
 class Flag:

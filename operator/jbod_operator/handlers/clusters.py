@@ -14,6 +14,8 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+import kopf
+
 from jbod_broker import wire
 
 from ..clients.brokers import BrokerPool
@@ -31,6 +33,7 @@ from ..plan import builders
 from ..plan.conditions import set_condition
 from ..plan.storage_diff import diff_log_dirs, log_dirs_from_statefulset, removal_blockers
 from ..settings import OperatorSettings
+from .context import Ctx, post_events
 
 log = logging.getLogger(__name__)
 
@@ -241,3 +244,27 @@ async def reconcile_cluster(
     if outcome.status != body.get("status"):
         await kube.patch_status(BROKER_CLUSTERS, ns, name, outcome.status)
     return outcome
+
+
+# -- kopf's side ------------------------------------------------------------------------------
+
+
+async def on_cluster(ctx: Ctx, body: kopf.Body) -> None:
+    """A change or a periodic pass: reconcile under the object's lock, post its Events."""
+    if body.get("metadata", {}).get("deletionTimestamp"):
+        return
+    ctx.ensure_controller(body["metadata"]["namespace"], body["metadata"]["name"])
+    ctx.require_leader()
+    async with ctx.lock(body):
+        try:
+            outcome = await reconcile_cluster(ctx.kube, ctx.pool, ctx.settings, dict(body))
+        except StatefulSetTerminating as e:
+            post_events(body, e.events)
+            raise kopf.TemporaryError(str(e), delay=2) from e
+    post_events(body, outcome.events)
+
+
+async def on_cluster_deleted(ctx: Ctx, body: kopf.Body) -> None:
+    c = ctx.controllers.pop((body["metadata"]["namespace"], body["metadata"]["name"]), None)
+    if c is not None:
+        await c.stop()

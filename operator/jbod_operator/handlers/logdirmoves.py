@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import kopf
+
 from jbod_broker import wire
 from jbod_broker.client import BrokerUnavailableError
 from jbod_broker.errors import error_by_name
@@ -40,9 +42,11 @@ from ..plan.logdirmove import (
     StartResult,
     advance,
     broker_dirs,
+    is_followed,
     moving_by_broker,
     settle,
 )
+from .context import Ctx, post_events, unless_stopped
 
 log = logging.getLogger(__name__)
 
@@ -293,3 +297,82 @@ async def delete_log_dir_move(kube: KubeClient, pool: BrokerPool, body: dict[str
             await throttle(pool, ns, cluster, brokers, 0)
     if move.spec.drain is not None:
         await cordon(pool, ns, cluster, move.spec.drain, False)
+
+
+# -- kopf's side ------------------------------------------------------------------------------
+
+
+async def run_pass(
+    ctx: Ctx,
+    body: kopf.Body,
+    *,
+    wait_s: float = 0.0,
+    stopped: kopf.DaemonStopped | None = None,
+) -> MoveOutcome | None:
+    """One pass over a LogDirMove; with ``wait_s``, first wait for one of its moves to end.
+
+    None when there is nothing to follow (deleted, final) or kopf asked to stop; the wait gives
+    way to ``stopped`` (kopf holds a deletion until its daemons have exited).
+    """
+    if body.get("metadata", {}).get("deletionTimestamp"):
+        return None
+    if not is_followed(LogDirMove.model_validate(body)):
+        return None
+    ctx.require_leader()
+    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    ctrl = ctx.ensure_controller(ns, body["spec"]["clusterName"])
+    if wait_s > 0 and not await _wait_for_news(ctx, ns, name, wait_s, stopped):
+        return None
+    async with ctx.lock(body):
+        # The body kopf handed us may predate a pass that held the lock before us.
+        current = await ctx.kube.get(LOG_DIR_MOVES, ns, name)
+        if current is None or current["metadata"].get("deletionTimestamp"):
+            return None
+        outcome = await reconcile_log_dir_move(ctx.kube, ctx.pool, current, topic_lock=ctrl.lock)
+    post_events(body, outcome.events)
+    return outcome
+
+
+async def _wait_for_news(
+    ctx: Ctx, ns: str, name: str, wait_s: float, stopped: kopf.DaemonStopped | None
+) -> bool:
+    """Wait (outside the lock, so a cancel or a deletion is not held up) until one of the
+    moves ends, or ``wait_s`` when nothing is moving. False: gone, or stopped."""
+    current = await ctx.kube.get(LOG_DIR_MOVES, ns, name)
+    if current is None or current["metadata"].get("deletionTimestamp"):
+        return False
+    answered = await unless_stopped(wait_for_a_move_to_end(ctx.pool, current, wait_s), stopped)
+    if answered is None:
+        return False
+    # Nothing to wait on: pace like a plain poll.
+    return answered or await unless_stopped(asyncio.sleep(wait_s, True), stopped) is not None
+
+
+async def follow(ctx: Ctx, body: kopf.Body, stopped: kopf.DaemonStopped, interval: float) -> None:
+    """Follow a LogDirMove while it lives: wait for one of its moves to end, verify, repeat.
+
+    Each round long-polls the brokers (at most one ``interval``), so a move is verified when it
+    ends rather than on the next tick; rounds are at least a quarter interval apart. A standby,
+    and a finished drain (its dir stays cordoned), look again after an interval. It returns
+    when the LogDirMove is final or deleted, or kopf stops it.
+    """
+    loop = asyncio.get_running_loop()
+    while not stopped:
+        started = loop.time()
+        try:
+            outcome = await run_pass(ctx, body, wait_s=interval, stopped=stopped)
+        except kopf.TemporaryError:
+            await stopped.wait(interval)  # standby: the active operator follows it
+            continue
+        if outcome is None:
+            return
+        pause = interval if not outcome.active else started + interval / 4 - loop.time()
+        if pause > 0:
+            await stopped.wait(pause)
+
+
+async def on_move_deleted(ctx: Ctx, body: kopf.Body) -> None:
+    ctx.require_leader()
+    async with ctx.lock(body):
+        await delete_log_dir_move(ctx.kube, ctx.pool, dict(body))
+    ctx.forget(body)

@@ -12,6 +12,8 @@ import asyncio
 import logging
 from typing import Any
 
+import kopf
+
 from jbod_broker import wire
 from jbod_broker.storage.errors import StorageError
 
@@ -21,6 +23,7 @@ from ..models import BrokerCluster, Topic, kafka_topic_name
 from ..plan import partition_state
 from ..plan.assignment import BrokerInfo, DirUsage, assign_partitions, choose_log_dir
 from ..plan.conditions import set_condition
+from .context import Ctx
 
 log = logging.getLogger(__name__)
 
@@ -316,3 +319,27 @@ async def delete_topic(kube: KubeClient, pool: BrokerPool, body: dict[str, Any])
                 "could not delete replicas on broker",
                 extra={"event": "stop_replica_failed", "broker": b, "error": str(e)},
             )
+
+
+# -- kopf's side ------------------------------------------------------------------------------
+
+
+async def on_topic(ctx: Ctx, body: kopf.Body) -> None:
+    """A change or a periodic pass; "not yet" becomes a kopf.TemporaryError."""
+    if body.get("metadata", {}).get("deletionTimestamp"):
+        return
+    ctx.require_leader()
+    ns = body["metadata"]["namespace"]
+    ctrl = ctx.ensure_controller(ns, body["spec"]["clusterName"])
+    async with ctx.lock(body):
+        try:
+            await reconcile_topic(ctx.kube, ctx.pool, dict(body), ctrl.lock)
+        except TopicNotReady as e:
+            raise kopf.TemporaryError(str(e), delay=e.delay) from e
+
+
+async def on_topic_deleted(ctx: Ctx, body: kopf.Body) -> None:
+    ctx.require_leader()
+    async with ctx.lock(body):
+        await delete_topic(ctx.kube, ctx.pool, dict(body))
+    ctx.forget(body)
