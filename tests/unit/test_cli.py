@@ -693,6 +693,39 @@ def test_cli_errors_exit_1_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "cannot read reassignment file" in capsys.readouterr().err
 
 
+DEEP = 100_000  # far past Python's recursion limit (1000 by default)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * DEEP + "]" * DEEP,
+        '{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1], '
+        '"log_dirs": [' + "[" * DEEP + "]" * DEEP + "]}]}",
+    ],
+    ids=["top-level", "inside-an-entry"],
+)
+@pytest.mark.parametrize("which", ["FILE", "--current"])
+def test_deeply_nested_json_exits_1_on_stderr(
+    text: str, which: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A RecursionError from the JSON decoder is bad input like any other: one line, no
+    traceback, exit 1."""
+    deep, ok = tmp_path / "deep.json", tmp_path / "ok.json"
+    deep.write_text(text)
+    ok.write_text(doc(p("t", 0, [1])))
+    plan, cur = (deep, ok) if which == "FILE" else (ok, deep)
+    code = cli.main(
+        ["reassignment", "to-manifests", str(plan), "--cluster", "kip", "--current", str(cur)]
+    )
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert err == (
+        f"jbod-ctl: error: {deep}: nested too deeply: a reassignment file is an object "
+        "holding a list of flat partition entries\n"
+    )
+
+
 def test_nothing_to_do_prints_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "same.json").write_text(doc(p("t", 0, [1, 2])))
     code = cli.main(

@@ -72,7 +72,20 @@ def parse_reassignment(
     text: str, source: str = "input", *, allow_empty: bool = False
 ) -> list[PartitionAssignment]:
     """A kafka-reassign-partitions JSON document, checked field by field. Every problem is
-    reported at once, each naming the entry (``partitions[3] (clicks-2)``) and the field."""
+    reported at once, each naming the entry (``partitions[3] (clicks-2)``) and the field.
+
+    A document nested deeper than Python's recursion limit is bad input like any other, not a
+    traceback."""
+    try:
+        return _parse_reassignment(text, source, allow_empty=allow_empty)
+    except RecursionError:
+        raise CliError(
+            f"{source}: nested too deeply: a reassignment file is an object holding a list of "
+            "flat partition entries"
+        ) from None
+
+
+def _parse_reassignment(text: str, source: str, *, allow_empty: bool) -> list[PartitionAssignment]:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
