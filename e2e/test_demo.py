@@ -28,7 +28,7 @@ def test_demo_evens_out_every_broker() -> None:
     )
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-4000:]
-    # The jbod_spark planner (not the demo's fallback) made the plan.
+    # The product's planner (jbod_spark) made the plan: the demo has no other.
     assert "plan by jbod_spark" in out, out[-4000:]
     summary = next(line for line in out.splitlines() if line.startswith("demo OK"))
     before, after = (

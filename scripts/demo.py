@@ -2,14 +2,15 @@
 
 What it does (about a minute; everything on 127.0.0.1, everything removed at the end):
 
-1. starts a real kube-apiserver + etcd (``tests.kube_cluster``; binaries from ``make kube-bins``)
-   and installs the CRDs from ``crds/``;
-2. runs the operator and a BrokerCluster of 3 brokers x 3 log dirs as local processes;
+1. starts a real kube-apiserver + etcd (``jbod_operator.tools.localkube``, the same as the
+   tests'; binaries from ``make kube-bins``) and installs the CRDs from ``crds/``;
+2. runs the operator and a BrokerCluster of 3 brokers x 3 log dirs as local processes
+   (``localkube`` again);
 3. creates two topics with skewed sizes (``clicks``: 6 partitions, RF 2, large and uneven;
    ``orders``: 3 partitions, RF 2, small) and fills them;
 4. prints each directory's usage (``jbod-ctl log-dirs describe``), plans a directory balance
-   (``jbod_spark.plan_directory_balance`` when it is installed and usable, else a greedy
-   balancer), writes it as a kafka-reassign-partitions JSON file, turns it into a LogDirMove
+   with the product's planner (``jbod_spark.plan_directory_balance``; if it fails, so does the
+   demo), writes it as a kafka-reassign-partitions JSON file, turns it into a LogDirMove
    (``jbod-ctl reassignment to-manifests``), applies it and follows its progress
    (``jbod-ctl logdirmove apply --wait``);
 5. prints the usage after, checks that the moved replicas are where they were sent (and
@@ -36,19 +37,28 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # tests.kube_cluster, tests.operator_harness
-
-from jbod_broker.client import BrokerClient  # noqa: E402
-from jbod_broker.local import LocalCluster  # noqa: E402
-from jbod_broker.storage.records import build_batch  # noqa: E402
-from tests.kube_cluster import KubeBinariesMissing, KubeCluster, find_binaries  # noqa: E402
-from tests.operator_harness import (  # noqa: E402
+from jbod_broker import wire
+from jbod_broker.client import BrokerClient
+from jbod_broker.local import LocalCluster
+from jbod_broker.storage.records import build_batch
+from jbod_operator.tools.localkube import (
     Kube,
+    KubeBinariesMissing,
+    KubeCluster,
     OperatorProcess,
+    find_binaries,
     start_local_brokers,
     wait_for,
 )
+from jbod_spark import (
+    BrokerInfo,
+    ClusterSnapshot,
+    LogDirInfo,
+    ReplicaInfo,
+    plan_directory_balance,
+)
+
+REPO = Path(__file__).resolve().parents[1]
 
 NS = "demo"
 CLUSTER = "demo"
@@ -88,10 +98,6 @@ def _on_term(signum: int, frame: FrameType | None) -> None:
 # ---------------------------------------------------------------------------------------------
 # Usage tables from kafka-log-dirs JSON (what `jbod-ctl log-dirs describe` prints)
 # ---------------------------------------------------------------------------------------------
-
-
-def dir_name(path: str) -> str:
-    return os.path.basename(path.rstrip("/")).removeprefix("data-")
 
 
 @dataclass(frozen=True)
@@ -142,14 +148,14 @@ def print_table(title: str, kip: dict[str, Any], scale: int | None = None) -> in
             bar = "#" * round(30 * size / top)
             head = f"{b:>6}" if i == 0 else " " * 6
             n = counts.get((b, path), 0)
-            print(f"  {head}  {dir_name(path):>3}  {n:>8}  {mib(size)}  {bar}")
+            print(f"  {head}  {wire.log_dir_short_name(path):>3}  {n:>8}  {mib(size)}  {bar}")
         print(f"  {'':6}  spread (fullest - emptiest dir): {mib(spread(dirs)).strip()}")
     print()
     return top
 
 
 # ---------------------------------------------------------------------------------------------
-# Planning: jbod_spark's directory balance when usable, else a greedy balancer
+# Planning: the product's planner, jbod_spark's directory balance
 # ---------------------------------------------------------------------------------------------
 
 
@@ -163,54 +169,11 @@ class PlannedMove:
     size: int
 
 
-def greedy_balance(reps: list[Rep], usage: dict[int, dict[str, int]]) -> list[PlannedMove]:
-    """Per broker: move a replica from the fullest dir to the emptiest while that lowers the
-    broker's max-min spread; each replica moves at most once (one entry per LogDirMove)."""
-    out: list[PlannedMove] = []
-    for b, dirs in usage.items():
-        sizes = dict(dirs)
-        where = {(r.topic, r.partition): r for r in reps if r.broker == b}
-        loc = {k: r.path for k, r in where.items()}
-        moved: set[tuple[str, int]] = set()
-        while True:
-            full = max(sizes, key=lambda p: sizes[p])
-            empty = min(sizes, key=lambda p: sizes[p])
-            now = spread(sizes)
-            best: tuple[int, tuple[str, int]] | None = None
-            for k, r in where.items():
-                if k in moved or loc[k] != full or r.size == 0:
-                    continue
-                trial = dict(sizes)
-                trial[full] -= r.size
-                trial[empty] += r.size
-                after = spread(trial)
-                if after < now - 64 * 1024 and (best is None or after < best[0]):
-                    best = (after, k)
-            if best is None:
-                break
-            k = best[1]
-            r = where[k]
-            sizes[full] -= r.size
-            sizes[empty] += r.size
-            loc[k] = empty
-            moved.add(k)
-            out.append(PlannedMove(b, r.topic, r.partition, r.path, empty, r.size))
-    return out
-
-
 def spark_balance(
     reps: list[Rep], usage: dict[int, dict[str, int]], leaders: dict[tuple[str, int], int]
 ) -> list[PlannedMove]:
     """jbod_spark.plan_directory_balance on a snapshot of what describe-log-dirs showed. The
     dirs share one disk here, so each gets the BrokerCluster's nominal size as capacity."""
-    from jbod_spark import (
-        BrokerInfo,
-        ClusterSnapshot,
-        LogDirInfo,
-        ReplicaInfo,
-        plan_directory_balance,
-    )
-
     snap = ClusterSnapshot(
         cluster_name=CLUSTER,
         namespace=NS,
@@ -218,7 +181,7 @@ def spark_balance(
         log_dirs=[
             LogDirInfo(
                 broker_id=b,
-                name=dir_name(p),
+                name=wire.log_dir_short_name(p),
                 path=p,
                 capacity_bytes=DIR_CAPACITY,
                 used_bytes=size,
@@ -239,7 +202,7 @@ def spark_balance(
         ],
     )
     plan = plan_directory_balance(snap, tolerance=0.01)
-    paths = {(b, dir_name(p)): p for b, dirs in usage.items() for p in dirs}
+    paths = {(b, wire.log_dir_short_name(p)): p for b, dirs in usage.items() for p in dirs}
     paths.update({(b, p): p for b, dirs in usage.items() for p in dirs})
     out = []
     for m in plan.moves:
@@ -263,21 +226,13 @@ def predicted(usage: dict[int, dict[str, int]], moves: list[PlannedMove]) -> dic
 
 def plan_moves(
     reps: list[Rep], usage: dict[int, dict[str, int]], leaders: dict[tuple[str, int], int]
-) -> tuple[str, list[PlannedMove]]:
-    before = {b: spread(d) for b, d in usage.items()}
-    greedy = greedy_balance(reps, usage)
-    if os.environ.get("JBOD_DEMO_PLANNER") == "greedy":
-        return "greedy balancer (JBOD_DEMO_PLANNER=greedy)", greedy
+) -> list[PlannedMove]:
+    """The planner's moves; any failure of the planner ends the demo, saying so (the demo shows
+    the product's planner or nothing)."""
     try:
-        moves = spark_balance(reps, usage, leaders)
-    except Exception as e:  # not installed (numpy), not ready, or a bad plan: say so
-        return f"greedy balancer (jbod_spark planner not usable: {type(e).__name__}: {e})", greedy
-    spark_after = predicted(usage, moves)
-    if not moves or any(spark_after[b] > before[b] for b in before):
-        return "greedy balancer (the jbod_spark plan would not improve every broker)", greedy
-    if max(spark_after.values()) > max(predicted(usage, greedy).values()) + MiB:
-        return "greedy balancer (it evens out more than the jbod_spark plan here)", greedy
-    return "jbod_spark.plan_directory_balance (dirs-only mode)", moves
+        return spark_balance(reps, usage, leaders)
+    except Exception as e:
+        raise RuntimeError(f"the jbod_spark planner failed: {type(e).__name__}: {e}") from e
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,7 +280,7 @@ class Demo:
     # -- steps ------------------------------------------------------------------------------
 
     def start_api(self) -> None:
-        say("starting kube-apiserver + etcd on 127.0.0.1 (tests/kube_cluster.py)")
+        say("starting kube-apiserver + etcd on 127.0.0.1 (jbod_operator.tools.localkube)")
         self.kc = KubeCluster()
         self.kc.require_kubectl()
         self.kc.start()
@@ -486,7 +441,8 @@ class Demo:
         current = self.topic_replicas()
         target: dict[tuple[str, int], dict[int, str]] = {}
         for m in moves:
-            target.setdefault((m.topic, m.partition), {})[m.broker] = dir_name(m.to_path)
+            to = wire.log_dir_short_name(m.to_path)
+            target.setdefault((m.topic, m.partition), {})[m.broker] = to
         parts = []
         for (topic, p), dirs in sorted(target.items()):
             reps = current[(topic, p)]
@@ -531,7 +487,7 @@ def run(demo: Demo) -> str:
     reps = replicas_of(before_kip)
     before = {b: spread(d) for b, d in usage.items()}
 
-    how, moves = plan_moves(reps, usage, demo.leaders())
+    moves = plan_moves(reps, usage, demo.leaders())
     if not moves:
         raise RuntimeError("the planner found nothing to move: the topics came out balanced")
     after_pred = predicted(usage, moves)
@@ -540,11 +496,14 @@ def run(demo: Demo) -> str:
     # Slow enough to watch: the busiest broker needs about MOVE_SECONDS.
     step = 64 * 1024
     throttle = max(4 * step, int(max(per_broker.values()) / MOVE_SECONDS) // step * step)
-    say(f"plan by {how}: {len(moves)} replica moves, {moved_bytes / MiB:.1f} MiB")
+    say(
+        f"plan by jbod_spark.plan_directory_balance (dirs-only mode): {len(moves)} replica "
+        f"moves, {moved_bytes / MiB:.1f} MiB"
+    )
     for m in moves:
         print(
             f"    broker {m.broker}: {m.topic}-{m.partition:<2} {mib(m.size)}  "
-            f"{dir_name(m.from_path)} -> {dir_name(m.to_path)}"
+            f"{wire.log_dir_short_name(m.from_path)} -> {wire.log_dir_short_name(m.to_path)}"
         )
     for b in usage:
         print(f"    broker {b}: spread {mib(before[b])} -> {mib(after_pred[b])} (predicted)")

@@ -18,6 +18,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from jbod_operator.models.log_dir_move import MAX_MOVES
+
 from .arrays import F64, I64, BoolA, ClusterArrays
 from .metrics import (
     BalanceFigures,
@@ -30,7 +32,6 @@ from .metrics import (
 from .options import PlanOptions
 
 API_VERSION = "jbod.io/v1alpha1"
-MAX_MOVES_PER_LOGDIRMOVE = 10_000
 MAX_PARTITIONS_PER_REASSIGNMENT = 100_000
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -183,7 +184,7 @@ class Plan(OutModel):
         *,
         name_prefix: str | None = None,
         throttle_bytes_per_second: int | None = None,
-        max_moves: int = MAX_MOVES_PER_LOGDIRMOVE,
+        max_moves: int = MAX_MOVES,
     ) -> list[dict[str, Any]]:
         """LogDirMove manifests for the partitions whose replicas stay on their brokers."""
         changed = {(p.topic, p.partition) for p in self.partitions if p.brokers_changed}

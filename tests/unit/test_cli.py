@@ -15,16 +15,16 @@ import yaml
 from jbod_broker import wire
 from jbod_operator.models import LogDirMoveSpec, PartitionReassignmentSpec
 from jbod_operator.tools import cli
-from jbod_operator.tools.cli import (
-    CliError,
+from jbod_operator.tools.cli import kubectl, log_dirs, logdirmove, progress, reassignment
+from jbod_operator.tools.cli.common import CliError
+from jbod_operator.tools.cli.kubectl import Kubectl, KubectlError
+from jbod_operator.tools.cli.log_dirs import describe_to_kip
+from jbod_operator.tools.cli.progress import format_progress
+from jbod_operator.tools.cli.reassignment import (
     CurrentPartition,
-    Kubectl,
-    KubectlError,
     build_manifests,
     current_from_assignments,
     current_from_topics,
-    describe_to_kip,
-    format_progress,
     parse_reassignment,
 )
 
@@ -155,13 +155,13 @@ def test_describe_to_kip_filters_brokers_and_topics() -> None:
     [("0,1", [0, 1]), (" 2 , 0 ", [2, 0]), ("5,", [5])],
 )
 def test_parse_id_list(text: str, expected: list[int]) -> None:
-    assert cli.parse_id_list(text) == expected
+    assert log_dirs.parse_id_list(text) == expected
 
 
 @pytest.mark.parametrize("text", ["a", "-1", "1.5", ","])
 def test_parse_id_list_refuses(text: str) -> None:
     with pytest.raises(Exception, match="broker id"):
-        cli.parse_id_list(text)
+        log_dirs.parse_id_list(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,7 +249,7 @@ CURRENT = {
 }
 
 
-def build(*parts: dict[str, Any], **kw: Any) -> cli.ManifestResult:
+def build(*parts: dict[str, Any], **kw: Any) -> reassignment.ManifestResult:
     kw.setdefault("cluster", "kip")
     return build_manifests(parse_reassignment(doc(*parts)), CURRENT, **kw)
 
@@ -369,7 +369,7 @@ def test_default_names_are_deterministic() -> None:
 
 
 def test_large_inputs_are_split(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "MAX_MOVES_PER_LOGDIRMOVE", 2)
+    monkeypatch.setattr(reassignment, "MAX_MOVES", 2)
     res = build(
         p("clicks", 0, [0, 1], ["b", "a"]),
         p("clicks", 1, [1, 2], ["b", "b"]),
@@ -381,7 +381,7 @@ def test_large_inputs_are_split(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_manifests_yaml_is_multi_document() -> None:
     res = build(p("clicks", 0, [0, 2]), p("orders", 0, [2, 0], ["a", "b"]), name_prefix="y")
-    docs = list(yaml.safe_load_all(cli.manifests_yaml(res.manifests)))
+    docs = list(yaml.safe_load_all(reassignment.manifests_yaml(res.manifests)))
     assert docs == res.manifests
 
 
@@ -430,7 +430,7 @@ def test_current_from_assignments() -> None:
     ],
 )
 def test_same_dir(target: str, current: str | None, same: bool) -> None:
-    assert cli.same_dir(target, current) is same
+    assert reassignment.same_dir(target, current) is same
 
 
 # ---------------------------------------------------------------------------------------------
@@ -475,17 +475,17 @@ def test_progress_line_edges() -> None:
     ],
 )
 def test_human_bytes(n: int, text: str) -> None:
-    assert cli.human_bytes(n) == text
+    assert progress.human_bytes(n) == text
 
 
 @pytest.mark.parametrize(("s", "text"), [(0, "0s"), (59, "59s"), (61, "1m01s"), (3725, "1h02m")])
 def test_human_duration(s: int, text: str) -> None:
-    assert cli.human_duration(s) == text
+    assert progress.human_duration(s) == text
 
 
 def test_progress_view_redraws_in_place_on_a_tty() -> None:
     out = io.StringIO()
-    view = cli.ProgressView(out, "m", tty=True)
+    view = progress.ProgressView(out, "m", tty=True)
     view.update({"phase": "Moving", "progressPercent": 10}, 0)
     view.update({"phase": "Moving", "progressPercent": 20}, 1)
     assert "\n" not in out.getvalue() and out.getvalue().count("\r") == 2
@@ -496,7 +496,7 @@ def test_progress_view_redraws_in_place_on_a_tty() -> None:
 
 def test_progress_view_prints_plain_lines_on_change_otherwise() -> None:
     out = io.StringIO()
-    view = cli.ProgressView(out, "m", tty=False)
+    view = progress.ProgressView(out, "m", tty=False)
     view.update({"phase": "Moving", "progressPercent": 10}, 0)
     view.update({"phase": "Moving", "progressPercent": 10}, 1)  # same: nothing new
     view.update({"phase": "Moving", "progressPercent": 30}, 2)
@@ -545,7 +545,7 @@ def cond(type_: str, message: str) -> dict[str, Any]:
 def wait(kube: FakeKubectl, timeout: float = 60) -> tuple[int, dict[str, Any], str]:
     clock = Clock()
     out = io.StringIO()
-    code, summary = cli.wait_for_move(
+    code, summary = logdirmove.wait_for_move(
         kube, "m", timeout_s=timeout, out=out, clock=clock, sleep=clock.sleep, tty=False
     )
     return code, summary, out.getvalue()
@@ -693,6 +693,39 @@ def test_cli_errors_exit_1_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "cannot read reassignment file" in capsys.readouterr().err
 
 
+DEEP = 100_000  # far past Python's recursion limit (1000 by default)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * DEEP + "]" * DEEP,
+        '{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1], '
+        '"log_dirs": [' + "[" * DEEP + "]" * DEEP + "]}]}",
+    ],
+    ids=["top-level", "inside-an-entry"],
+)
+@pytest.mark.parametrize("which", ["FILE", "--current"])
+def test_deeply_nested_json_exits_1_on_stderr(
+    text: str, which: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A RecursionError from the JSON decoder is bad input like any other: one line, no
+    traceback, exit 1."""
+    deep, ok = tmp_path / "deep.json", tmp_path / "ok.json"
+    deep.write_text(text)
+    ok.write_text(doc(p("t", 0, [1])))
+    plan, cur = (deep, ok) if which == "FILE" else (ok, deep)
+    code = cli.main(
+        ["reassignment", "to-manifests", str(plan), "--cluster", "kip", "--current", str(cur)]
+    )
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert err == (
+        f"jbod-ctl: error: {deep}: nested too deeply: a reassignment file is an object "
+        "holding a list of flat partition entries\n"
+    )
+
+
 def test_nothing_to_do_prints_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "same.json").write_text(doc(p("t", 0, [1, 2])))
     code = cli.main(
@@ -725,4 +758,4 @@ def test_missing_kubectl_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr("sys.executable", "/nonexistent/python")
     with pytest.raises(CliError, match="kubectl not found: run `make setup`"):
-        cli.find_kubectl(None)
+        kubectl.find_kubectl(None)

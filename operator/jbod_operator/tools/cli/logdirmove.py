@@ -1,0 +1,184 @@
+"""``jbod-ctl logdirmove apply|wait``: apply LogDirMoves and follow their status until final.
+
+The exit code is the outcome (0 Succeeded; 1 Failed, Cancelled or timed out), with a JSON
+summary on stdout and the progress bar on stderr, so a script can both watch and decide.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
+
+from ...models.log_dir_move import FINAL_PHASES, MovePhase
+from .common import CliError, positive_float, print_json, read_text
+from .kubectl import Kubectl, KubectlError, add_kube_options, kubectl_from_args
+from .progress import ProgressView
+
+POLL_SECONDS = 0.5
+
+
+def final_message(status: Mapping[str, Any]) -> str:
+    """Why the move ended: the message of the condition named after the phase, else the last
+    Progressing message (empty when the operator wrote neither)."""
+    phase = status.get("phase")
+    for c in status.get("conditions") or []:
+        if c.get("type") == phase and c.get("message"):
+            return str(c["message"])
+    for c in status.get("conditions") or []:
+        if c.get("type") == "Progressing" and c.get("message"):
+            return str(c["message"])
+    return ""
+
+
+def move_summary(
+    name: str, namespace: str | None, status: Mapping[str, Any], elapsed: float
+) -> dict[str, Any]:
+    """The JSON a script reads after waiting: phase, message, bytes and replicas per state."""
+    states: dict[str, int] = {}
+    for r in status.get("replicas") or []:
+        s = str(r.get("state"))
+        states[s] = states.get(s, 0) + 1
+    return {
+        "name": name,
+        "namespace": namespace,
+        "phase": status.get("phase"),
+        "message": final_message(status),
+        "progressPercent": status.get("progressPercent"),
+        "bytesCopied": status.get("bytesCopied"),
+        "bytesTotal": status.get("bytesTotal"),
+        "replicas": states,
+        "elapsedSeconds": round(elapsed, 1),
+    }
+
+
+def wait_for_move(
+    kubectl: Kubectl,
+    name: str,
+    *,
+    timeout_s: float,
+    out: TextIO,
+    poll_s: float = POLL_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    tty: bool | None = None,
+) -> tuple[int, dict[str, Any]]:
+    """Poll the LogDirMove until it is final or ``timeout_s`` passed: (exit code, summary).
+
+    ``clock`` and ``sleep`` are parameters so the loop is tested without waiting."""
+    start = clock()
+    view = ProgressView(out, name, tty)
+    status: dict[str, Any] = {}
+    last_error = ""
+    try:
+        while True:
+            try:
+                obj = kubectl.get_json("logdirmoves.jbod.io", name)
+                status = dict(obj.get("status") or {})
+                last_error = ""
+            except KubectlError as e:
+                if e.not_found:
+                    raise CliError(
+                        f"LogDirMove {name} not found"
+                        + (f" in namespace {kubectl.namespace}" if kubectl.namespace else "")
+                    ) from None
+                last_error = str(e)  # the API server may be busy: keep polling
+            now = clock()
+            view.update(status, now)
+            phase = status.get("phase")
+            if phase in FINAL_PHASES:
+                view.close()
+                summary = move_summary(name, kubectl.namespace, status, now - start)
+                msg = summary["message"]
+                print(f"LogDirMove {name}: {phase}{': ' + msg if msg else ''}", file=out)
+                return (0 if phase == MovePhase.SUCCEEDED else 1), summary
+            if now - start >= timeout_s:
+                view.close()
+                summary = move_summary(name, kubectl.namespace, status, now - start)
+                summary["phase"] = summary["phase"] or MovePhase.PENDING.value
+                detail = f"; last error: {last_error}" if last_error else ""
+                print(
+                    f"LogDirMove {name}: timed out after {timeout_s:g} s in phase "
+                    f"{summary['phase']} at {status.get('progressPercent') or 0}%{detail}",
+                    file=out,
+                )
+                summary["timedOut"] = True
+                return 1, summary
+            sleep(poll_s)
+    finally:
+        view.close()
+
+
+def apply_file(kubectl: Kubectl, path: str) -> list[dict[str, str]]:
+    """kubectl apply; returns kind/name/namespace of every object applied."""
+    text = read_text(path, "manifest file")
+    out = kubectl.run("apply", "-f", "-", "-o", "json", input=text)
+    try:
+        data = json.loads(out)
+    except ValueError:
+        raise CliError(f"kubectl apply: unexpected output: {out[:200]!r}") from None
+    items = data.get("items", []) if data.get("kind") == "List" else [data]
+    return [
+        {
+            "kind": str(o.get("kind")),
+            "name": str(o["metadata"]["name"]),
+            "namespace": str(o["metadata"].get("namespace") or ""),
+        }
+        for o in items
+    ]
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``logdirmove wait`` and ``logdirmove apply`` and their options."""
+    lm = sub.add_parser("logdirmove", help="apply LogDirMoves and follow their progress")
+    lm_sub = lm.add_subparsers(dest="action", required=True, metavar="ACTION")
+    w = lm_sub.add_parser("wait", help="wait until a LogDirMove is final, showing progress")
+    w.add_argument("name", metavar="NAME")
+    w.add_argument(
+        "--timeout", metavar="S", type=positive_float, default=3600.0, help="seconds (3600)"
+    )
+    add_kube_options(w)
+    a = lm_sub.add_parser("apply", help="kubectl apply a manifest file, optionally wait")
+    a.add_argument("file", metavar="FILE", help="manifest file ('-' for stdin)")
+    a.add_argument("--wait", action="store_true", help="wait for every LogDirMove in FILE")
+    a.add_argument(
+        "--timeout", metavar="S", type=positive_float, default=3600.0, help="seconds (3600)"
+    )
+    add_kube_options(a)
+
+
+def cmd_wait(ns: argparse.Namespace) -> int:
+    """``logdirmove wait``: progress on stderr, the summary on stdout."""
+    code, summary = wait_for_move(
+        kubectl_from_args(ns), ns.name, timeout_s=ns.timeout, out=sys.stderr
+    )
+    print_json(summary)
+    return code
+
+
+def cmd_apply(ns: argparse.Namespace) -> int:
+    """``logdirmove apply [--wait]``: with --wait, one deadline for all the file's LogDirMoves
+    (followed one after the other) and the worst exit code of them."""
+    kubectl = kubectl_from_args(ns)
+    applied = apply_file(kubectl, ns.file)
+    for o in applied:
+        print(f"applied {o['kind']} {o['name']}", file=sys.stderr)
+    result: dict[str, Any] = {"applied": applied}
+    code = 0
+    if ns.wait:
+        moves = [o for o in applied if o["kind"] == "LogDirMove"]
+        if not moves:
+            raise CliError(f"--wait: {ns.file} holds no LogDirMove")
+        deadline = time.monotonic() + ns.timeout
+        result["moves"] = []
+        for o in moves:
+            k = Kubectl(kubectl.binary, kubectl.kubeconfig, o["namespace"] or kubectl.namespace)
+            left = max(0.001, deadline - time.monotonic())
+            c, summary = wait_for_move(k, o["name"], timeout_s=left, out=sys.stderr)
+            result["moves"].append(summary)
+            code = max(code, c)
+    print_json(result)
+    return code

@@ -1,0 +1,95 @@
+"""The progress bar of ``jbod-ctl logdirmove wait|apply``, drawn from a LogDirMove's status.
+
+Only formatting: the numbers (percent, rate, ETA, bytes) are the operator's, read from
+``status``, so what the bar shows is what ``kubectl get logdirmoves`` shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from ...models.log_dir_move import FINAL_PHASES, MovePhase, ReplicaState
+
+
+def human_bytes(n: float) -> str:
+    """Binary units with one decimal (``1.5 MiB``), whole bytes below 1 KiB."""
+    if n < 1024:
+        return f"{int(n)} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def human_duration(s: float) -> str:
+    """``9s``, ``2m05s``, ``1h02m``: short enough for a one-line bar."""
+    s = max(0, round(s))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def format_progress(status: Mapping[str, Any] | None, width: int = 20) -> str:
+    """One line: ``[########------------]  42%  12.3 MiB/s  ETA 9s  Moving  2/6 replicas``.
+
+    A status not written yet reads as Pending at 0%; a final phase shows no ETA (the operator
+    may leave its last estimate in the status)."""
+    st = status or {}
+    phase = str(st.get("phase") or MovePhase.PENDING)
+    pct = max(0, min(100, int(st.get("progressPercent") or 0)))
+    filled = pct * width // 100
+    bar = "#" * filled + "-" * (width - filled)
+    rate = st.get("rateBytesPerSecond")
+    rate_s = f"{human_bytes(rate or 0)}/s"
+    eta = st.get("etaSeconds")
+    if eta is None or phase in FINAL_PHASES:
+        eta_s = "-"
+    else:
+        eta_s = human_duration(eta) if eta >= 1 else "<1s"
+    parts = [f"[{bar}] {pct:3d}%", rate_s, f"ETA {eta_s}", phase]
+    replicas = st.get("replicas") or []
+    if replicas:
+        done = sum(1 for r in replicas if r.get("state") == ReplicaState.SUCCEEDED)
+        parts.append(f"{done}/{len(replicas)} replicas")
+    total = st.get("bytesTotal")
+    if total:
+        parts.append(f"{human_bytes(int(st.get('bytesCopied') or 0))} of {human_bytes(total)}")
+    return "  ".join(parts)
+
+
+class ProgressView:
+    """A bar redrawn in place on a terminal; plain lines (on change, or every 10 s) otherwise,
+    so a log file or CI output gets a readable history instead of carriage returns."""
+
+    def __init__(self, out: TextIO, name: str, tty: bool | None = None) -> None:
+        self.out = out
+        self.name = name
+        self.tty = out.isatty() if tty is None else tty
+        self._last_key: tuple[Any, ...] | None = None
+        self._last_time = 0.0
+        self._drawn = False
+
+    def update(self, status: Mapping[str, Any] | None, now: float) -> None:
+        line = format_progress(status)
+        if self.tty:
+            self.out.write(f"\r{self.name}: {line}\x1b[K")
+            self._drawn = True
+        else:
+            st = status or {}
+            key = (st.get("phase"), st.get("progressPercent"))
+            if key == self._last_key and now - self._last_time < 10:
+                return
+            self._last_key, self._last_time = key, now
+            self.out.write(f"{self.name}: {line}\n")
+        self.out.flush()
+
+    def close(self) -> None:
+        """End the redrawn line so what follows starts on a line of its own."""
+        if self.tty and self._drawn:
+            self.out.write("\n")
+            self.out.flush()
+            self._drawn = False
