@@ -67,6 +67,7 @@ from jbod_broker.storage.log import LogConfig  # noqa: E402
 from jbod_broker.storage.log_manager import LogManager  # noqa: E402
 from jbod_broker.storage.names import TopicPartition  # noqa: E402
 from jbod_broker.storage.records import build_batch  # noqa: E402
+from jbod_operator.models.log_dir_move import FINAL_PHASES as FINAL  # noqa: E402
 from tests.kube_cluster import KubeCluster  # noqa: E402
 
 MiB = 1024 * 1024
@@ -74,7 +75,6 @@ MESSAGE_MAX_BYTES = 1048588  # the broker's default message.max.bytes (Kafka's)
 SEGMENT_BYTES = 64 * MiB
 TOPIC = "bench"
 NS = "ldm-bench"
-FINAL = ("Succeeded", "Failed", "Cancelled")
 
 
 def log(msg: str) -> None:

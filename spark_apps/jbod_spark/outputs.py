@@ -18,7 +18,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from jbod_operator.models.common import API_VERSION
 from jbod_operator.models.log_dir_move import MAX_MOVES
+from jbod_operator.models.reassignment import MAX_PARTITIONS
 
 from .arrays import F64, I64, BoolA, ClusterArrays
 from .metrics import (
@@ -31,8 +33,6 @@ from .metrics import (
 )
 from .options import PlanOptions
 
-API_VERSION = "jbod.io/v1alpha1"
-MAX_PARTITIONS_PER_REASSIGNMENT = 100_000
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -215,7 +215,7 @@ class Plan(OutModel):
         *,
         name_prefix: str | None = None,
         throttle_bytes_per_second: int | None = None,
-        max_partitions: int = MAX_PARTITIONS_PER_REASSIGNMENT,
+        max_partitions: int = MAX_PARTITIONS,
     ) -> list[dict[str, Any]]:
         """PartitionReassignment manifests: partitions that change brokers or leader, with the
         final directory of every replica."""

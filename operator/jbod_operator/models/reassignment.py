@@ -18,6 +18,9 @@ from .common import (
 )
 from .log_dir_move import LogDirRef
 
+MAX_PARTITIONS = 100_000
+"""Partitions one PartitionReassignment may name; jbod-ctl and the planner split larger plans."""
+
 
 class TargetAssignment(CamelModel):
     model_config = CamelModel.model_config | {
@@ -42,7 +45,7 @@ class TargetAssignment(CamelModel):
 
 class PartitionReassignmentSpec(CamelModel):
     cluster_name: ResourceName
-    partitions: Annotated[list[TargetAssignment], Field(min_length=1, max_length=100_000)]
+    partitions: Annotated[list[TargetAssignment], Field(min_length=1, max_length=MAX_PARTITIONS)]
     throttle_bytes_per_second: Annotated[int, Field(ge=0, le=2**53)] | None = None
     max_concurrent_moves_per_broker: Annotated[int, Field(ge=1, le=64)] = 5
     max_batch_size: Annotated[

@@ -27,7 +27,7 @@ from jbod_broker import wire
 from ...models import kafka_topic_name
 from ...models.common import API_VERSION
 from ...models.log_dir_move import MAX_MOVES, LogDirMoveSpec
-from ...models.reassignment import PartitionReassignmentSpec
+from ...models.reassignment import MAX_PARTITIONS, PartitionReassignmentSpec
 from .common import (
     MAX_ERRORS_SHOWN,
     CliError,
@@ -37,7 +37,6 @@ from .common import (
 )
 from .kubectl import KubectlError, add_kube_options, kubectl_from_args
 
-MAX_PARTITIONS_PER_REASSIGNMENT = 100_000
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -282,7 +281,7 @@ def build_manifests(
       one PartitionReassignment, with ``logDirs`` when any entry is not ``any``.
 
     Plans larger than one resource may hold (:data:`MAX_MOVES` moves, or
-    :data:`MAX_PARTITIONS_PER_REASSIGNMENT` partitions) are split into numbered resources.
+    :data:`MAX_PARTITIONS` partitions) are split into numbered resources.
     Each manifest is validated with the resource's pydantic model before it is returned."""
     errors: list[str] = []
     notes: list[str] = []
@@ -352,10 +351,10 @@ def build_manifests(
     def chunk_name(kind: str, i: int, n: int) -> str:
         return f"{prefix}-{kind}" if n == 1 else f"{prefix}-{kind}-{i}"
 
-    n_pr = -(-len(parts) // MAX_PARTITIONS_PER_REASSIGNMENT)
+    n_pr = -(-len(parts) // MAX_PARTITIONS)
     for i in range(n_pr):
-        lo = i * MAX_PARTITIONS_PER_REASSIGNMENT
-        chunk = parts[lo : lo + MAX_PARTITIONS_PER_REASSIGNMENT]
+        lo = i * MAX_PARTITIONS
+        chunk = parts[lo : lo + MAX_PARTITIONS]
         spec: dict[str, Any] = {"clusterName": cluster, "partitions": chunk}
         if throttle is not None:
             spec["throttleBytesPerSecond"] = throttle
