@@ -495,10 +495,6 @@ class ReplicaManager:
         )
         return hdr, data
 
-    def has_follower_data(self, fp: wire.FetchPartition) -> bool:
-        lg = self.logs.get_log(TopicPartition(fp.topic, fp.partition))
-        return lg is not None and lg.log_end_offset > fp.fetch_offset
-
     def partition_for_wait(self, fp: wire.FetchPartition) -> Partition | None:
         return self.partitions.get(TopicPartition(fp.topic, fp.partition))
 

@@ -40,7 +40,6 @@ from .replica_manager import ReplicaManager
 from .storage.errors import InvalidRequestError, StorageError
 from .storage.log_manager import LogManager, StartupReport
 from .storage.names import TopicPartition, validate_partition, validate_topic
-from .storage.records import iter_batches
 from .throttle import AsyncThrottle
 
 log = logging.getLogger(__name__)
@@ -637,7 +636,3 @@ def make_app(broker: Broker) -> web.Application:
 
     app.cleanup_ctx.append(lifecycle)
     return app
-
-
-def count_records(data: bytes) -> int:
-    return sum(h.records_count for _, h in iter_batches(data))

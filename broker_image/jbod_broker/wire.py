@@ -9,7 +9,6 @@ reaches any state.
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
@@ -255,10 +254,6 @@ class BrokerHeartbeat(Model):
 
     broker_id: BrokerId
     offline_log_dirs: list[str] = Field(default_factory=list, max_length=1000)
-
-
-class LogDirEventKind(int, Enum):
-    LOG_DIR_FAILURE = 1
 
 
 class LogDirEvent(Model):
