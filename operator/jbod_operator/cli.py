@@ -46,7 +46,7 @@ from pydantic import ValidationError
 
 from jbod_broker import wire
 from jbod_broker.client import BrokerClient
-from jbod_broker.storage.errors import StorageError
+from jbod_broker.errors import KafkaError
 
 from .models.common import API_VERSION
 from .models.log_dir_move import LogDirMoveSpec
@@ -137,7 +137,7 @@ def describe_urls(
     ok: list[wire.DescribeLogDirsResponse] = []
     for i, (url, res) in enumerate(zip(urls, results, strict=True)):
         who = f"{labels[i]} ({url})" if labels else url
-        if isinstance(res, StorageError):
+        if isinstance(res, KafkaError):
             errors.append(f"{who}: {type(res).__name__}: {res}")
         elif isinstance(res, BaseException):
             if not isinstance(res, Exception):

@@ -18,8 +18,7 @@ from typing import Any
 
 from jbod_broker import wire
 from jbod_broker.client import BrokerUnavailableError
-from jbod_broker.errors import error_by_name
-from jbod_broker.storage.errors import ReplicaNotAvailableError, StorageError
+from jbod_broker.errors import KafkaError, ReplicaNotAvailableError, error_by_name
 
 from ..brokers import BrokerPool
 from ..conditions import now_iso, set_condition
@@ -261,7 +260,7 @@ async def reconcile_log_dir_move(
                     message=f"{key[0]}-{key[1]} is not on broker {b} (waited {wait_s} s)",
                 )
                 out.events.append(("Warning", "ReplicaNotFound", e["message"]))
-        except StorageError as err:
+        except KafkaError as err:
             e.update(state=FAILED, message=f"broker {b}: {err}")
             out.events.append(("Warning", "ReplicaMoveFailed", e["message"]))
 
@@ -395,7 +394,7 @@ async def _describe_moves(
         resp = await client.describe_replica_log_dirs(
             [(e["topic"], e["partition"]) for e in entries]
         )
-    except StorageError:
+    except KafkaError:
         return {}
     return {(i.topic, i.partition): i for i in resp.partitions}
 
@@ -410,7 +409,7 @@ async def cancel_moves(
         try:
             client = await pool.client(ns, cluster, e["brokerId"])
             await client.alter_replica_log_dirs([(e["topic"], e["partition"], ANY)])
-        except StorageError as err:
+        except KafkaError as err:
             log.warning("cancel not delivered", extra={"broker": e["brokerId"], "error": str(err)})
 
 
@@ -419,7 +418,7 @@ async def _throttle(pool: BrokerPool, ns: str, cluster: str, brokers: list[int],
         try:
             client = await pool.client(ns, cluster, b)
             await client.set_configs(wire.ThrottleConfig(intra_broker_throttled_rate=rate))
-        except StorageError:
+        except KafkaError:
             continue
 
 
@@ -432,7 +431,7 @@ async def _cordon(pool: BrokerPool, ns: str, cluster: str, drain: dict[str, Any]
         d = bd.find(drain["logDir"])
         if d is not None and d.cordoned != on:
             await client.cordon_log_dir(d.path, on)
-    except StorageError:
+    except KafkaError:
         return
 
 
@@ -440,7 +439,7 @@ async def _drain_left(pool: BrokerPool, ns: str, cluster: str, drain: dict[str, 
     b = int(drain["brokerId"])
     try:
         desc = await (await pool.client(ns, cluster, b)).describe_log_dirs()
-    except StorageError as e:
+    except KafkaError as e:
         return f"broker {b} did not answer to verify the drain: {e}"
     d = broker_dirs(b, desc).find(drain["logDir"])
     if d is None:
