@@ -74,6 +74,7 @@ from ..storage.names import (
 )
 from ..storage.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader, parse_header
 from ..storage.segment import BatchMeta, LogSegment
+from ..wire import MoveState
 from . import hooks as hk
 from .config import MoveConfig, parse_move_config
 from .copy import ALL_METHODS, CopyIOError, CopyMethod, FileCopier
@@ -95,29 +96,6 @@ _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 _TRANSIENT_SUFFIXES = (".tmp", CLEANED_SUFFIX, SWAP_SUFFIX, ".deleted")
 
 StopKind = Literal["cancel", "fail", "shutdown"]
-
-
-class MoveState(StrEnum):
-    QUEUED = "Queued"
-    COPYING = "Copying"
-    """Copying sealed segments."""
-    CATCHING_UP = "CatchingUp"
-    """Copying the source's active segment while appends continue."""
-    SWAPPING = "Swapping"
-    DONE = "Done"
-    FAILED = "Failed"
-    CANCELLED = "Cancelled"
-    INTERRUPTED = "Interrupted"
-    """The engine shut down; the future folder stays and the move resumes at the next start."""
-
-    @property
-    def finished(self) -> bool:
-        return self in (
-            MoveState.DONE,
-            MoveState.FAILED,
-            MoveState.CANCELLED,
-            MoveState.INTERRUPTED,
-        )
 
 
 class AlterResult(StrEnum):
