@@ -15,8 +15,7 @@ from typing import TypeVar
 import aiohttp
 
 from . import wire
-from .errors import error_by_name
-from .storage.errors import StorageError
+from .errors import KafkaError, error_by_name
 
 M = TypeVar("M", bound=wire.Model)
 _LEN = struct.Struct(">I")
@@ -27,7 +26,7 @@ DATA = "/v1/data"
 REPLICA = "/v1/replica"
 
 
-class BrokerUnavailableError(StorageError):
+class BrokerUnavailableError(KafkaError):
     """The broker could not be reached at all (connection refused, timeout)."""
 
     kafka_error = "BROKER_NOT_AVAILABLE"
@@ -132,11 +131,11 @@ class BrokerClient:
             raise BrokerUnavailableError(f"{method} {url}: {type(e).__name__}: {e}") from e
 
     @staticmethod
-    def _error(status: int, data: bytes) -> StorageError:
+    def _error(status: int, data: bytes) -> KafkaError:
         try:
             body = wire.ErrorBody.model_validate_json(data)
         except ValueError:
-            return StorageError(f"HTTP {status}: {data[:200]!r}")
+            return KafkaError(f"HTTP {status}: {data[:200]!r}")
         err = error_by_name(body.error, body.message)
         err.http_status = status  # type: ignore[attr-defined]
         return err
@@ -304,5 +303,5 @@ class BrokerClient:
         try:
             await self._request("GET", path, timeout_s=2)
             return True
-        except StorageError:
+        except KafkaError:
             return False

@@ -1,62 +1,123 @@
-"""Errors of the broker above the storage layer, with their Kafka names and HTTP statuses.
+"""Every error of the broker, with its Kafka name and HTTP status.
 
 The HTTP status is what a client's retry logic keys on; the Kafka name in the body is what a
-Kafka user recognises. Storage errors (``jbod_broker.storage.errors``) map the same way.
+Kafka user recognises. The root, :class:`KafkaError`, lives in ``jbod_broker.storage.errors``
+(the storage layer imports nothing above it) and is re-exported here with the storage errors,
+so code outside the broker imports every error from this module. The whole tree::
+
+    KafkaError                                  any error with a Kafka error code
+    ├── InvalidTopicError                       bad topic name or partition number
+    ├── InvalidRequestError                     a request that can never succeed as sent
+    │   └── InvalidLogDirError                  not an absolute path of a configured log dir
+    ├── StorageError                            about logs, disks or records (storage.errors)
+    │   ├── OffsetOutOfRangeError, CorruptRecordError, RecordTooLargeError,
+    │   │   InvalidRecordError, KafkaStorageError, LogDirNotFoundError,
+    │   │   ReplicaNotAvailableError, NoLiveLogDirError
+    ├── NotLeaderOrFollowerError                the broker does not host the partition in that role
+    ├── FencedLeaderEpochError                  a request carries a leader epoch older than ours
+    ├── UnknownLeaderEpochError                 ... or newer than ours
+    ├── UnknownTopicOrPartitionError            the broker has no such partition
+    ├── StaleControllerEpochError               a controller older than the one we follow
+    ├── NotEnoughReplicasError                  fewer in-sync replicas than min.insync.replicas
+    ├── NotEnoughReplicasAfterAppendError       ... noticed after the append
+    ├── RequestTimedOutError                    acks=-1 not reached within the timeout
+    ├── AuthError                               missing or wrong bearer token
+    ├── PayloadTooLargeError                    request body over socket.request.max.bytes
+    ├── BrokerUnavailableError                  (jbod_broker.client) the broker could not be reached
+    └── MoveEngineStoppedError                  (jbod_broker.move) the move engine is shut down
+
+Thread-safety: plain exception classes and constant tables.
 """
 
 from __future__ import annotations
 
 from .storage.errors import (
     CorruptRecordError,
-    FencedLeaderEpochError,
     InvalidLogDirError,
     InvalidRecordError,
     InvalidRequestError,
     InvalidTopicError,
+    KafkaError,
     KafkaStorageError,
     LogDirNotFoundError,
     NoLiveLogDirError,
-    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     ReplicaNotAvailableError,
     StorageError,
 )
 
+__all__ = [
+    "HTTP_STATUS",
+    "AuthError",
+    "CorruptRecordError",
+    "FencedLeaderEpochError",
+    "InvalidLogDirError",
+    "InvalidRecordError",
+    "InvalidRequestError",
+    "InvalidTopicError",
+    "KafkaError",
+    "KafkaStorageError",
+    "LogDirNotFoundError",
+    "NoLiveLogDirError",
+    "NotEnoughReplicasAfterAppendError",
+    "NotEnoughReplicasError",
+    "NotLeaderOrFollowerError",
+    "OffsetOutOfRangeError",
+    "PayloadTooLargeError",
+    "RecordTooLargeError",
+    "ReplicaNotAvailableError",
+    "RequestTimedOutError",
+    "StaleControllerEpochError",
+    "StorageError",
+    "UnknownLeaderEpochError",
+    "UnknownTopicOrPartitionError",
+    "error_by_name",
+    "http_status",
+]
 
-class UnknownTopicOrPartitionError(StorageError):
+
+class NotLeaderOrFollowerError(KafkaError):
+    kafka_error = "NOT_LEADER_OR_FOLLOWER"
+
+
+class FencedLeaderEpochError(KafkaError):
+    kafka_error = "FENCED_LEADER_EPOCH"
+
+
+class UnknownTopicOrPartitionError(KafkaError):
     kafka_error = "UNKNOWN_TOPIC_OR_PARTITION"
 
 
-class UnknownLeaderEpochError(StorageError):
+class UnknownLeaderEpochError(KafkaError):
     kafka_error = "UNKNOWN_LEADER_EPOCH"
 
 
-class StaleControllerEpochError(StorageError):
+class StaleControllerEpochError(KafkaError):
     kafka_error = "STALE_CONTROLLER_EPOCH"
 
 
-class NotEnoughReplicasError(StorageError):
+class NotEnoughReplicasError(KafkaError):
     kafka_error = "NOT_ENOUGH_REPLICAS"
 
 
-class NotEnoughReplicasAfterAppendError(StorageError):
+class NotEnoughReplicasAfterAppendError(KafkaError):
     kafka_error = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
 
 
-class RequestTimedOutError(StorageError):
+class RequestTimedOutError(KafkaError):
     kafka_error = "REQUEST_TIMED_OUT"
 
 
-class AuthError(StorageError):
+class AuthError(KafkaError):
     kafka_error = "CLUSTER_AUTHORIZATION_FAILED"
 
 
-class PayloadTooLargeError(StorageError):
+class PayloadTooLargeError(KafkaError):
     kafka_error = "MESSAGE_TOO_LARGE"
 
 
-HTTP_STATUS: list[tuple[type[StorageError], int]] = [
+HTTP_STATUS: list[tuple[type[KafkaError], int]] = [
     (AuthError, 401),
     (PayloadTooLargeError, 413),
     (RecordTooLargeError, 413),
@@ -81,14 +142,14 @@ HTTP_STATUS: list[tuple[type[StorageError], int]] = [
 ]
 
 
-def http_status(err: StorageError) -> int:
+def http_status(err: KafkaError) -> int:
     for cls, status in HTTP_STATUS:
         if isinstance(err, cls):
             return status
     return 500
 
 
-def error_by_name(name: str, message: str) -> StorageError:
+def error_by_name(name: str, message: str) -> KafkaError:
     """Rebuild an error from its Kafka name (the client side of the mapping)."""
     for cls, _ in HTTP_STATUS:
         if cls.kafka_error == name:
@@ -96,6 +157,6 @@ def error_by_name(name: str, message: str) -> StorageError:
     for cls in (ReplicaNotAvailableError, InvalidRequestError):
         if cls.kafka_error == name:
             return cls(message)
-    err = StorageError(message)
+    err = KafkaError(message)
     err.kafka_error = name
     return err

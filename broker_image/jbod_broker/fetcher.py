@@ -16,15 +16,14 @@ from dataclasses import dataclass
 
 from . import wire
 from .client import BrokerClient
-from .errors import UnknownLeaderEpochError
-from .replica_manager import ReplicaManager
-from .storage.errors import (
+from .errors import (
     FencedLeaderEpochError,
-    KafkaStorageError,
+    KafkaError,
     NotLeaderOrFollowerError,
-    OffsetOutOfRangeError,
-    StorageError,
+    UnknownLeaderEpochError,
 )
+from .replica_manager import ReplicaManager
+from .storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from .storage.names import TopicPartition
 from .throttle import AsyncThrottle
 
@@ -80,7 +79,7 @@ class LeaderFetcher:
                     await asyncio.sleep(0)
             except asyncio.CancelledError:
                 raise
-            except StorageError as e:
+            except KafkaError as e:
                 log.warning(
                     "fetch from leader failed",
                     extra={"event": "fetch_failed", "leader": self.leader_id, "error": str(e)},
@@ -202,7 +201,7 @@ class LeaderFetcher:
             lg.update_high_watermark(min(hdr.high_watermark, lg.log_end_offset))
         except KafkaStorageError:
             self.partitions.pop(tp, None)  # our directory failed; the log manager reports it
-        except StorageError as e:
+        except KafkaError as e:
             log.warning(
                 "follower append failed",
                 extra={"event": "follower_append_failed", "partition": str(tp), "error": str(e)},

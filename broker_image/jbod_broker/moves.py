@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 from . import wire
 from .config import BrokerConfig
-from .move.engine import MoveState, ReplicaMoveEngine
+from .move.engine import ReplicaMoveEngine
 from .storage.log_manager import LogManager, StartupReport
 from .storage.names import TopicPartition
+from .wire import MoveState
 
 
 class MoveService:
@@ -55,7 +56,7 @@ class MoveService:
                 future_offset_lag=i.future_offset_lag,
                 bytes_copied=i.bytes_copied,
                 bytes_total=i.bytes_total,
-                state=i.state.value if i.state is not None else "None",
+                state=wire.MoveState.NONE if i.state is None else i.state,
                 error=i.error,
                 rate_bytes_per_sec=round(i.rate_bytes_per_sec, 1),
                 eta_seconds=None if i.eta_seconds is None else round(i.eta_seconds, 1),
@@ -130,4 +131,4 @@ def _wake(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-__all__ = ["MoveService", "MoveState"]
+__all__ = ["MoveService"]

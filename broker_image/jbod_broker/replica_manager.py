@@ -29,20 +29,20 @@ from dataclasses import dataclass, field
 from . import wire
 from .config import BrokerConfig, ConfigError
 from .errors import (
+    FencedLeaderEpochError,
+    KafkaError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
     RequestTimedOutError,
     StaleControllerEpochError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 from .storage.errors import (
-    FencedLeaderEpochError,
     InvalidRequestError,
     KafkaStorageError,
-    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
-    StorageError,
 )
 from .storage.log import AppendInfo, Log, ReadResult
 from .storage.log_manager import LogManager
@@ -187,7 +187,7 @@ class ReplicaManager:
             try:
                 self._apply_partition_state(tp, st)
                 results.append(wire.PartitionResult(topic=st.topic, partition=st.partition))
-            except StorageError as e:
+            except KafkaError as e:
                 results.append(
                     wire.PartitionResult(
                         topic=st.topic, partition=st.partition, error=e.kafka_error, message=str(e)
@@ -299,7 +299,7 @@ class ReplicaManager:
                 if sp.delete:
                     self.logs.delete_log(tp)
                 results.append(wire.PartitionResult(topic=sp.topic, partition=sp.partition))
-            except StorageError as e:
+            except KafkaError as e:
                 results.append(
                     wire.PartitionResult(
                         topic=sp.topic, partition=sp.partition, error=e.kafka_error, message=str(e)
@@ -421,7 +421,7 @@ class ReplicaManager:
         p = live[0].partition
         try:
             lg = self.log_of(p)
-        except StorageError as e:
+        except KafkaError as e:
             _fail_all(live, e)
             return
         limit = min(PRODUCE_GROUP_MAX_BYTES, lg.config.segment_bytes)
@@ -494,10 +494,6 @@ class ReplicaManager:
             records_size=len(data),
         )
         return hdr, data
-
-    def has_follower_data(self, fp: wire.FetchPartition) -> bool:
-        lg = self.logs.get_log(TopicPartition(fp.topic, fp.partition))
-        return lg is not None and lg.log_end_offset > fp.fetch_offset
 
     def partition_for_wait(self, fp: wire.FetchPartition) -> Partition | None:
         return self.partitions.get(TopicPartition(fp.topic, fp.partition))
@@ -642,7 +638,7 @@ class ReplicaManager:
             return wire.EpochEndOffsetResponse(
                 topic=req.topic, partition=req.partition, leader_epoch=epoch, end_offset=end
             )
-        except StorageError as e:
+        except KafkaError as e:
             return wire.EpochEndOffsetResponse(
                 topic=req.topic, partition=req.partition, error=e.kafka_error
             )

@@ -32,15 +32,13 @@ from . import wire
 from .client import encode_fetch_response
 from .config import BrokerConfig
 from .controller_channel import ControllerChannel
-from .errors import AuthError, PayloadTooLargeError, http_status
+from .errors import AuthError, InvalidRequestError, KafkaError, PayloadTooLargeError, http_status
 from .fetcher import FetcherManager
 from .metrics import BrokerMetrics
 from .moves import MoveService
 from .replica_manager import ReplicaManager
-from .storage.errors import InvalidRequestError, StorageError
 from .storage.log_manager import LogManager, StartupReport
 from .storage.names import TopicPartition, validate_partition, validate_topic
-from .storage.records import iter_batches
 from .throttle import AsyncThrottle
 
 log = logging.getLogger(__name__)
@@ -177,7 +175,7 @@ class Broker:
 # -- request plumbing ---------------------------------------------------------------------
 
 
-def error_response(err: StorageError) -> web.Response:
+def error_response(err: KafkaError) -> web.Response:
     return web.json_response(
         {"error": err.kafka_error, "message": str(err)}, status=http_status(err)
     )
@@ -260,7 +258,7 @@ async def middleware(request: web.Request, handler: Handler) -> web.StreamRespon
                 ):
                     raise AuthError("missing or wrong bearer token")
         resp = await handler(request)
-    except StorageError as e:
+    except KafkaError as e:
         resp = error_response(e)
     except RequestPayloadError as e:
         resp = error_response(InvalidRequestError(f"cannot read the request body: {e}"))
@@ -343,7 +341,7 @@ async def alter_replica_log_dirs(request: web.Request) -> web.Response:
         try:
             b.moves.alter(tp, item.log_dir)
             results.append(wire.PartitionResult(topic=item.topic, partition=item.partition))
-        except StorageError as e:
+        except KafkaError as e:
             results.append(
                 wire.PartitionResult(
                     topic=item.topic,
@@ -512,7 +510,7 @@ async def replica_fetch(request: web.Request) -> web.Response:
             )
             try:
                 hdr, data = b.replicas.fetch_for_follower(req.replica_id, fp, throttled)
-            except StorageError as e:
+            except KafkaError as e:
                 lg = b.logs.get_log(tp)
                 hdr = wire.FetchPartitionHeader(
                     topic=fp.topic,
@@ -637,7 +635,3 @@ def make_app(broker: Broker) -> web.Application:
 
     app.cleanup_ctx.append(lifecycle)
     return app
-
-
-def count_records(data: bytes) -> int:
-    return sum(h.records_count for _, h in iter_batches(data))

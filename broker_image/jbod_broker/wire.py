@@ -10,7 +10,7 @@ reaches any state.
 from __future__ import annotations
 
 import os
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
@@ -148,6 +148,52 @@ class DescribeReplicaLogDirsRequest(Model):
     )
 
 
+class MoveState(StrEnum):
+    """Where a replica's move between log dirs stands (describe-replica-log-dirs ``state``).
+
+    The values are the JSON strings on the wire. The broker's move engine
+    (``jbod_broker.move``) uses this enum for its tasks and refuses any transition not listed
+    here (``jbod_broker.move.task.TRANSITIONS``)::
+
+        Queued     -> Copying | Cancelled | Interrupted
+        Copying    -> CatchingUp | Swapping | Failed | Cancelled | Interrupted
+        CatchingUp -> Copying | Swapping | Failed | Cancelled | Interrupted
+        Swapping   -> Done | Failed | Cancelled | Interrupted
+        Done, Failed, Cancelled, Interrupted: final (a new request is a new move)
+
+    ``None`` is not a state of a move: it is what describe answers for a replica with no move
+    (the broker restarted, or never had one).
+    """
+
+    NONE = "None"
+    """No move known for this replica."""
+    QUEUED = "Queued"
+    """Accepted; waiting for a free worker (``num.replica.alter.log.dirs.threads``)."""
+    COPYING = "Copying"
+    """Copying sealed segments."""
+    CATCHING_UP = "CatchingUp"
+    """Copying the source's active segment while appends continue."""
+    SWAPPING = "Swapping"
+    """Appends are held; the last bytes are copied and the future log takes the source's place."""
+    DONE = "Done"
+    FAILED = "Failed"
+    """A directory failed or the copy could not go on; ``error`` says why."""
+    CANCELLED = "Cancelled"
+    """Destination "any", a new destination, or the replica deleted (StopReplica)."""
+    INTERRUPTED = "Interrupted"
+    """The broker shut down; the future folder stays and the move resumes at the next start."""
+
+    @property
+    def finished(self) -> bool:
+        """A final state: the move ended (``None`` is no move, not an ended one)."""
+        return self in _FINISHED_MOVE_STATES
+
+
+_FINISHED_MOVE_STATES = frozenset(
+    {MoveState.DONE, MoveState.FAILED, MoveState.CANCELLED, MoveState.INTERRUPTED}
+)
+
+
 class ReplicaLogDirInfo(Model):
     topic: str
     partition: int
@@ -156,7 +202,7 @@ class ReplicaLogDirInfo(Model):
     future_offset_lag: int
     bytes_copied: int
     bytes_total: int
-    state: str
+    state: MoveState
     error: str | None = None
     rate_bytes_per_sec: float = 0.0
     eta_seconds: float | None = None
@@ -290,10 +336,6 @@ class BrokerHeartbeat(Model):
 
     broker_id: BrokerId
     offline_log_dirs: list[str] = Field(default_factory=list, max_length=1000)
-
-
-class LogDirEventKind(int, Enum):
-    LOG_DIR_FAILURE = 1
 
 
 class LogDirEvent(Model):

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from jbod_broker.client import BrokerClient
-from jbod_broker.storage.errors import StorageError
+from jbod_broker.errors import KafkaError
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch, decode_batch, iter_batches
 
@@ -77,7 +77,7 @@ class CountingProducer:
                 await self.leader(tp).produce(
                     tp.topic, tp.partition, batch, acks=self.acks, timeout_ms=self.timeout_ms
                 )
-            except StorageError as e:
+            except KafkaError as e:
                 self.errors[e.kafka_error] = self.errors.get(e.kafka_error, 0) + 1
                 await asyncio.sleep(0.05)
                 continue
@@ -103,7 +103,7 @@ async def consume_all(
     while True:
         try:
             data, hw = await leader(tp).fetch(tp.topic, tp.partition, offset, max_wait_ms=200)
-        except StorageError:
+        except KafkaError:
             if asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(0.1)

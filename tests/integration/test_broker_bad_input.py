@@ -1247,7 +1247,7 @@ def test_leader_and_isr_for_another_broker(h: BrokerHarness) -> None:
 )
 def test_leader_and_isr_with_bad_topic_config(h: BrokerHarness, configs: dict[str, str]) -> None:
     """BUG: ``ReplicaManager._apply_partition_state`` calls ``config.log_config`` outside any
-    handling of its ConfigError (a ValueError, not a StorageError): a text/plain 500, after
+    handling of its ConfigError (a ValueError, not a KafkaError): a text/plain 500, after
     the controller epoch and every earlier partition of the request were already applied."""
     with h.no_change():
         r = h.leader_and_isr([new_partition("bad-config", configs=configs)])

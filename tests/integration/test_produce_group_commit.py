@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from jbod_broker.client import BrokerClient
+from jbod_broker.errors import KafkaError
 from jbod_broker.local import LocalCluster, lead_alone
-from jbod_broker.storage.errors import StorageError
 from jbod_broker.storage.records import build_batch, decode_batch, iter_batches
 
 pytestmark = pytest.mark.integration
@@ -60,7 +60,7 @@ def test_concurrent_produce_shares_writes_and_loses_nothing(tmp_path: Path) -> N
                         bad[-1] ^= 0xFF
                         try:
                             await c.produce("g", 0, bytes(bad), acks=1)
-                        except StorageError as e:
+                        except KafkaError as e:
                             refused.append(str(e))
                         await asyncio.sleep(0.005)
 

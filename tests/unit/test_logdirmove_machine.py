@@ -164,7 +164,7 @@ def info(p: int, state: str, **kw: Any) -> wire.ReplicaLogDirInfo:
         "future_offset_lag": 3,
         "bytes_copied": 40,
         "bytes_total": 100,
-        "state": state,
+        "state": wire.MoveState(state),
         "rate_bytes_per_sec": 20.0,
         **kw,
     }
@@ -276,7 +276,7 @@ def test_moving_to_succeeded_when_verified_in_its_target() -> None:
 def test_a_future_copy_left_means_not_verified_yet() -> None:
     move = ldm(phase=P.MOVING, replicas=[rep(0, R.MOVING)])
     b0 = broker(b={("t", 0): 100}, futures_b=frozenset({("t", 0)}))
-    d = run(observe(move, b0, {0: info(0, "Moving")}))
+    d = run(observe(move, b0, {0: info(0, "Copying")}))
     assert states(d) == [R.MOVING]
 
 
@@ -317,7 +317,7 @@ def test_a_broker_away_is_waited_for() -> None:
 
 def test_progress_rate_and_eta_of_a_running_move() -> None:
     move = ldm(phase=P.MOVING, replicas=[rep(0, R.MOVING)], throttleBytesPerSecond=1000)
-    d = run(observe(move, broker(a={("t", 0): 100}), {0: info(0, "Moving")}))
+    d = run(observe(move, broker(a={("t", 0): 100}), {0: info(0, "Copying")}))
     e = replica(d)
     assert (e.bytes_copied, e.bytes_total, e.offset_lag) == (40, 100, 3)
     assert (d.status.progress_percent, d.status.rate_bytes_per_second) == (40, 20)
@@ -431,11 +431,11 @@ def test_a_finished_drain_keeps_its_dir_cordoned() -> None:
 def test_a_second_pass_over_its_own_result_changes_nothing() -> None:
     """Idempotence: a pass over an unchanged world writes the same status again."""
     move = ldm(phase=P.MOVING, replicas=[rep(0, R.MOVING)])
-    obs = observe(move, broker(a={("t", 0): 100}), {0: info(0, "Moving")})
+    obs = observe(move, broker(a={("t", 0): 100}), {0: info(0, "Copying")})
     first = run(obs)
     again = run(
         observe(
-            move.model_copy(update={"status": first.status}), obs.brokers[0], {0: info(0, "Moving")}
+            move.model_copy(update={"status": first.status}), obs.brokers[0], {0: info(0, "Copying")}
         )
     )
     assert again.status.dump() == first.status.dump() and again.events == ()

@@ -14,18 +14,15 @@ import pytest
 from jbod_broker import wire
 from jbod_broker.config import BrokerConfig
 from jbod_broker.errors import (
+    FencedLeaderEpochError,
     NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
     RequestTimedOutError,
     StaleControllerEpochError,
     UnknownLeaderEpochError,
 )
 from jbod_broker.replica_manager import ReplicaManager
-from jbod_broker.storage.errors import (
-    FencedLeaderEpochError,
-    KafkaStorageError,
-    NotLeaderOrFollowerError,
-    OffsetOutOfRangeError,
-)
+from jbod_broker.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch

@@ -7,6 +7,7 @@ the shared :class:`Throttle`, the zero-copy :class:`FileCopier`, the settings pa
 
 from __future__ import annotations
 
+from ..wire import MoveState
 from .config import (
     THREADS,
     THROTTLED_RATE,
@@ -20,7 +21,6 @@ from .engine import (
     ANY,
     AlterResult,
     MoveEngineStoppedError,
-    MoveState,
     ReplicaLogDirInfo,
     ReplicaMoveEngine,
 )

@@ -53,9 +53,9 @@ from typing import Any, Literal
 
 from ..storage.diskio import fsync_dir, write_atomically
 from ..storage.errors import (
+    KafkaError,
     KafkaStorageError,
     ReplicaNotAvailableError,
-    StorageError,
 )
 from ..storage.log import Log, LogSnapshot
 from ..storage.log_manager import LogManager
@@ -74,6 +74,7 @@ from ..storage.names import (
 )
 from ..storage.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader, parse_header
 from ..storage.segment import BatchMeta, LogSegment
+from ..wire import MoveState
 from . import hooks as hk
 from .config import MoveConfig, parse_move_config
 from .copy import ALL_METHODS, CopyIOError, CopyMethod, FileCopier
@@ -97,29 +98,6 @@ _TRANSIENT_SUFFIXES = (".tmp", CLEANED_SUFFIX, SWAP_SUFFIX, ".deleted")
 StopKind = Literal["cancel", "fail", "shutdown"]
 
 
-class MoveState(StrEnum):
-    QUEUED = "Queued"
-    COPYING = "Copying"
-    """Copying sealed segments."""
-    CATCHING_UP = "CatchingUp"
-    """Copying the source's active segment while appends continue."""
-    SWAPPING = "Swapping"
-    DONE = "Done"
-    FAILED = "Failed"
-    CANCELLED = "Cancelled"
-    INTERRUPTED = "Interrupted"
-    """The engine shut down; the future folder stays and the move resumes at the next start."""
-
-    @property
-    def finished(self) -> bool:
-        return self in (
-            MoveState.DONE,
-            MoveState.FAILED,
-            MoveState.CANCELLED,
-            MoveState.INTERRUPTED,
-        )
-
-
 class AlterResult(StrEnum):
     """What an alter-replica-log-dir request did (the errors are raised instead)."""
 
@@ -132,7 +110,7 @@ class AlterResult(StrEnum):
     CANCELLED = "Cancelled"
 
 
-class MoveEngineStoppedError(StorageError):
+class MoveEngineStoppedError(KafkaError):
     kafka_error = "KAFKA_STORAGE_ERROR"
 
 
@@ -396,13 +374,13 @@ class ReplicaMoveEngine:
 
     def alter_replica_log_dirs(
         self, assignments: Mapping[TopicPartition, str]
-    ) -> dict[TopicPartition, AlterResult | StorageError]:
+    ) -> dict[TopicPartition, AlterResult | KafkaError]:
         """AlterReplicaLogDirs: each partition on its own, an error per partition."""
-        out: dict[TopicPartition, AlterResult | StorageError] = {}
+        out: dict[TopicPartition, AlterResult | KafkaError] = {}
         for tp, d in assignments.items():
             try:
                 out[tp] = self.alter_replica_log_dir(tp, d)
-            except StorageError as e:
+            except KafkaError as e:
                 out[tp] = e
         return out
 
@@ -648,7 +626,7 @@ class ReplicaMoveEngine:
             self._swap(task, source, task.future)
         except _Stop as s:
             kind, reason = s.kind, s.reason
-        except StorageError as e:
+        except KafkaError as e:
             kind, reason = self._explain(task, e)
         except Exception as e:  # a bug must fail one move, not kill the worker
             log.exception("replica move failed", extra={"partition": str(tp)})
@@ -694,7 +672,7 @@ class ReplicaMoveEngine:
             # Not on the swap's path: the destination's checkpoints already name the new log
             # (written before the renames); these bring both directories up to date.
             for d in (task.dest, task.source_dir):
-                with contextlib.suppress(StorageError):
+                with contextlib.suppress(KafkaError):
                     self._lm.write_dir_checkpoints(d)
             if self.background_deletions:
                 self.run_deletions()
@@ -712,7 +690,7 @@ class ReplicaMoveEngine:
             return
         try:
             self._lm.abandon_future_log(task.tp, task.future)
-        except StorageError as e:
+        except KafkaError as e:
             log.warning(
                 "could not remove future folder of %s after '%s': %s",
                 task.tp,
@@ -1105,7 +1083,7 @@ class ReplicaMoveEngine:
                 future.rename_dir(os.path.join(dest, log_dir_name(tp)))
                 with self._guard(dest, f"sync after renaming {tp}"):
                     fsync_dir(dest)
-            except StorageError:
+            except KafkaError:
                 self._undo_source_rename(task, source, original)
                 raise
             task.source_renamed = False
@@ -1134,7 +1112,7 @@ class ReplicaMoveEngine:
             with self._guard(source.log_dir, f"sync after renaming {task.tp} back"):
                 fsync_dir(source.log_dir)
             task.source_renamed = False
-        except StorageError as e:
+        except KafkaError as e:
             log.error(
                 "could not rename %s back to %s: %s",
                 source.dir_path,

@@ -1,43 +1,58 @@
-"""Errors raised by the storage engine.
+"""The root of the broker's errors, and the errors the storage engine raises.
 
-Each carries a Kafka error name (``kafka_error``) so the server can answer with the code a Kafka
-user would recognise, and a message that names the thing at fault (topic, offset, directory).
+Every error carries a Kafka error name (``kafka_error``) so the server can answer with the code a
+Kafka user would recognise, and a message that names the thing at fault (topic, offset,
+directory). The root, :class:`KafkaError`, is defined here rather than in ``jbod_broker.errors``
+because the storage layer must import nothing above it; ``jbod_broker.errors`` re-exports it and
+adds the errors of the layers above (the whole tree is drawn there).
 
-    StorageError
+Only errors about logs, disks and records are :class:`StorageError`; a caller that means "any
+error a broker can answer with" catches :class:`KafkaError`. The part of the tree defined here::
+
+    KafkaError                       any error with a Kafka error code (the neutral root)
     ├── InvalidTopicError            bad topic name or partition number
     ├── InvalidRequestError          a request that can never succeed as sent
     │   └── InvalidLogDirError       not an absolute path of a configured log dir
-    ├── OffsetOutOfRangeError        offset below log start or above log end
-    ├── CorruptRecordError           a batch whose framing or CRC is wrong
-    ├── RecordTooLargeError          a batch larger than max.message.bytes
-    ├── InvalidRecordError           a batch that is well formed but unacceptable here
-    ├── KafkaStorageError            the directory holding the replica is offline
-    ├── LogDirNotFoundError          no configured directory with that path
-    ├── ReplicaNotAvailableError     the replica is not on this broker (yet)
-    ├── NotLeaderOrFollowerError     the broker does not host the partition in that role
-    ├── FencedLeaderEpochError       a request carries an epoch older than ours
-    └── NoLiveLogDirError            every log directory is offline: the broker must stop
+    └── StorageError                 about logs, disks or records
+        ├── OffsetOutOfRangeError    offset below log start or above log end
+        ├── CorruptRecordError       a batch whose framing or CRC is wrong
+        ├── RecordTooLargeError      a batch larger than max.message.bytes
+        ├── InvalidRecordError       a batch that is well formed but unacceptable here
+        ├── KafkaStorageError        the directory holding the replica is offline
+        ├── LogDirNotFoundError      no configured directory with that path
+        ├── ReplicaNotAvailableError the replica has no log on this broker (yet)
+        └── NoLiveLogDirError        every log directory is offline: the broker must stop
+
+Thread-safety: plain exception classes; nothing shared.
 """
 
 from __future__ import annotations
 
 
-class StorageError(Exception):
-    """Base class; ``kafka_error`` is the name of the matching Kafka error code."""
+class KafkaError(Exception):
+    """Base class of every broker error; ``kafka_error`` is the name of the Kafka error code.
+
+    Neutral on purpose: authorisation, fencing and timeouts derive from it directly, so code
+    that handles a disk failure (:class:`StorageError`) does not also swallow those.
+    """
 
     kafka_error = "UNKNOWN_SERVER_ERROR"
 
 
-class InvalidTopicError(StorageError):
+class InvalidTopicError(KafkaError):
     kafka_error = "INVALID_TOPIC_EXCEPTION"
 
 
-class InvalidRequestError(StorageError):
+class InvalidRequestError(KafkaError):
     kafka_error = "INVALID_REQUEST"
 
 
 class InvalidLogDirError(InvalidRequestError):
     kafka_error = "LOG_DIR_NOT_FOUND"
+
+
+class StorageError(KafkaError):
+    """An error about a log, a log directory or the records in it."""
 
 
 class OffsetOutOfRangeError(StorageError):
@@ -66,14 +81,6 @@ class LogDirNotFoundError(StorageError):
 
 class ReplicaNotAvailableError(StorageError):
     kafka_error = "REPLICA_NOT_AVAILABLE"
-
-
-class NotLeaderOrFollowerError(StorageError):
-    kafka_error = "NOT_LEADER_OR_FOLLOWER"
-
-
-class FencedLeaderEpochError(StorageError):
-    kafka_error = "FENCED_LEADER_EPOCH"
 
 
 class NoLiveLogDirError(StorageError):

@@ -484,13 +484,6 @@ class LogManager:
             self.future_logs[tp] = lg
             return lg
 
-    def drop_future_log(self, tp: TopicPartition) -> None:
-        """Cancel a move: queue the future folder for deletion and forget it."""
-        with self.lock:
-            fut = self.future_logs.pop(tp, None)
-            if fut is not None:
-                self._retire(fut)
-
     def delete_log(self, tp: TopicPartition) -> None:
         """StopReplica(delete=true): rename to ``-delete`` now, remove the bytes later."""
         with self.lock:

@@ -218,14 +218,6 @@ class LogSegment:
         self.next_offset = last_offset + 1
         self.size = position
 
-    def append_raw(self, data: bytes | bytearray | memoryview) -> None:
-        """Append bytes already known to be whole batches without indexing them per batch.
-
-        Used by the move engine, which copies a sealed prefix and rebuilds the indexes after.
-        """
-        _pwrite_all(self._fd, data, self.size)
-        self.size += len(data)
-
     # -- reading --------------------------------------------------------------------------
 
     def scan(self, start_pos: int, end_pos: int | None = None) -> Iterator[tuple[int, BatchHeader]]:

@@ -13,7 +13,7 @@ import os
 
 from jbod_broker import wire
 from jbod_broker.client import BrokerClient
-from jbod_broker.storage.errors import StorageError
+from jbod_broker.errors import KafkaError
 
 from ..settings import OperatorSettings
 from .kube import SECRETS, KubeClient
@@ -94,7 +94,7 @@ class BrokerPool:
             try:
                 c = await self.client(namespace, cluster, i)
                 return await c.describe_log_dirs()
-            except StorageError:
+            except KafkaError:
                 return None
 
         results = await asyncio.gather(*(one(i) for i in ids))

@@ -23,8 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from jbod_broker import wire
-from jbod_broker.errors import StaleControllerEpochError
-from jbod_broker.storage.errors import StorageError
+from jbod_broker.errors import KafkaError, StaleControllerEpochError
 
 from ..clients.brokers import BrokerPool
 from ..clients.kube import TOPICS, ApiError, KubeClient
@@ -260,7 +259,7 @@ class ClusterController:
             )
         except StaleControllerEpochError:
             raise
-        except StorageError as e:
+        except KafkaError as e:
             log.warning(
                 "LeaderAndIsr not delivered",
                 extra={"event": "leader_and_isr_failed", "broker": b, "error": str(e)},
@@ -284,7 +283,7 @@ class ClusterController:
                 await client.update_metadata(req)
             except StaleControllerEpochError:
                 raise
-            except StorageError:
+            except KafkaError:
                 continue
 
     # -- AlterPartition -------------------------------------------------------------------

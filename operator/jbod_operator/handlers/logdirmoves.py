@@ -20,8 +20,7 @@ import kopf
 
 from jbod_broker import wire
 from jbod_broker.client import BrokerUnavailableError
-from jbod_broker.errors import error_by_name
-from jbod_broker.storage.errors import ReplicaNotAvailableError, StorageError
+from jbod_broker.errors import KafkaError, ReplicaNotAvailableError, error_by_name
 
 from ..clients.brokers import BrokerPool
 from ..clients.kube import BROKER_CLUSTERS, LOG_DIR_MOVES, TOPICS, ApiError, KubeClient
@@ -117,7 +116,7 @@ async def _describe_moves(
     try:
         client = await pool.client(ns, cluster, b)
         return (await client.describe_replica_log_dirs(replicas)).partitions
-    except StorageError:
+    except KafkaError:
         return []
 
 
@@ -164,7 +163,7 @@ class _Acts:
             return StartResult(a.replica, StartAnswer.BROKER_AWAY)
         except ReplicaNotAvailableError:
             return StartResult(a.replica, StartAnswer.NOT_THERE_YET)
-        except StorageError as err:
+        except KafkaError as err:
             return StartResult(a.replica, StartAnswer.REFUSED, str(err))
         return StartResult(a.replica, StartAnswer.ACCEPTED)
 
@@ -223,7 +222,7 @@ async def cancel_moves(
         try:
             client = await pool.client(ns, cluster, b)
             await client.alter_replica_log_dirs([(topic, partition, wire.ANY_LOG_DIR)])
-        except StorageError as err:
+        except KafkaError as err:
             log.warning("cancel not delivered", extra={"broker": b, "error": str(err)})
 
 
@@ -234,7 +233,7 @@ async def throttle(
         try:
             client = await pool.client(ns, cluster, b)
             await client.set_configs(wire.ThrottleConfig(intra_broker_throttled_rate=rate))
-        except StorageError:
+        except KafkaError:
             continue
 
 
@@ -245,7 +244,7 @@ async def cordon(pool: BrokerPool, ns: str, cluster: str, drain: Drain, on: bool
         d = broker_dirs(b, await client.describe_log_dirs()).find(drain.log_dir)
         if d is not None and d.cordoned != on:
             await client.cordon_log_dir(d.path, on)
-    except StorageError:
+    except KafkaError:
         return
 
 

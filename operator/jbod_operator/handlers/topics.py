@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from jbod_broker import wire
-from jbod_broker.storage.errors import StorageError
+from jbod_broker.errors import KafkaError
 
 from ..clients.brokers import BrokerPool
 from ..clients.kube import BROKER_CLUSTERS, TOPICS, KubeClient
@@ -262,7 +262,7 @@ async def _send_state(
                     live_leaders=endpoints,
                 )
             )
-        except StorageError as e:
+        except KafkaError as e:
             log.warning(
                 "broker did not take the partition state",
                 extra={"event": "leader_and_isr_failed", "broker": b, "error": str(e)},
@@ -288,7 +288,7 @@ async def _send_state(
     for b in live:
         try:
             await (await pool.client(ns, cluster, b)).update_metadata(meta)
-        except StorageError:
+        except KafkaError:
             continue
     return offline
 
@@ -314,7 +314,7 @@ async def delete_topic(kube: KubeClient, pool: BrokerPool, body: dict[str, Any])
                     controller_id=0, controller_epoch=pool.controller_epoch, partitions=parts
                 )
             )
-        except StorageError as e:
+        except KafkaError as e:
             log.warning(
                 "could not delete replicas on broker",
                 extra={"event": "stop_replica_failed", "broker": b, "error": str(e)},

@@ -625,7 +625,9 @@ def _stop(p: _Pass) -> bool:
     return True
 
 
-RESEND_STATES = frozenset({"None", "Cancelled", "Interrupted"})
+RESEND_STATES = frozenset(
+    {wire.MoveState.NONE, wire.MoveState.CANCELLED, wire.MoveState.INTERRUPTED}
+)
 """Broker move states that mean it forgot the move (restarted, or its engine was reset)."""
 
 
@@ -651,7 +653,7 @@ def _follow_moving(p: _Pass) -> None:
         if info is None or info.state in RESEND_STATES:
             p.actions.append(Resend(key_of(e), target))
             continue
-        if info.state == "Failed":
+        if info.state == wire.MoveState.FAILED:
             message = f"broker {e.broker_id}: {info.error}"
             p.set_state(i, State.FAILED, message=message)
             p.events.append(("Warning", "ReplicaMoveFailed", message))

@@ -17,7 +17,7 @@ from typing import Any
 
 from jbod_broker import wire
 from jbod_broker.client import BrokerClient
-from jbod_broker.storage.errors import StorageError
+from jbod_broker.errors import KafkaError
 
 from .common import CliError, positive_float, print_json
 from .kubectl import Kubectl, KubectlError, add_kube_options, kubectl_from_args
@@ -89,7 +89,7 @@ def describe_urls(
     ok: list[wire.DescribeLogDirsResponse] = []
     for i, (url, res) in enumerate(zip(urls, results, strict=True)):
         who = f"{labels[i]} ({url})" if labels else url
-        if isinstance(res, StorageError):
+        if isinstance(res, KafkaError):
             errors.append(f"{who}: {type(res).__name__}: {res}")
         elif isinstance(res, BaseException):
             if not isinstance(res, Exception):
