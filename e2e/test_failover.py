@@ -25,9 +25,9 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture
 def sc(kube_cluster: KubeCluster, tmp_path: Path) -> Iterator[Scenario]:
     # Default liveness settings: the failover time printed is what a user gets.
-    with Scenario(kube_cluster, tmp_path, "failover", broker_settings={
-        "broker.heartbeat.interval.ms": "1000"
-    }) as s:
+    with Scenario(
+        kube_cluster, tmp_path, "failover", broker_settings={"broker.heartbeat.interval.ms": "1000"}
+    ) as s:
         yield s
 
 
@@ -51,8 +51,10 @@ async def test_broker_kill_failover(sc: Scenario) -> None:
             break
         assert time.monotonic() - killed_at < 60, f"no new leader: {prod.errors}"
     failover_s = time.monotonic() - killed_at
-    print(f"\nleader failover: {failover_s:.2f} s from SIGKILL to the first write acknowledged "
-          f"by the new leader (session timeout 6 s, heartbeat 1 s)")
+    print(
+        f"\nleader failover: {failover_s:.2f} s from SIGKILL to the first write acknowledged "
+        f"by the new leader (session timeout 6 s, heartbeat 1 s)"
+    )
     await asyncio.sleep(1)
     await prod.stop()
     await tracker.stop()
@@ -109,13 +111,16 @@ async def test_operator_failover(sc2: Scenario) -> None:
     live = next(b for b in range(3) if b != victim)
     with pytest.raises(StaleControllerEpochError):
         await sc.client(live).update_metadata(
-            wire.UpdateMetadataRequest(controller_id=0, controller_epoch=epoch_before,
-                                       live_brokers=[])
+            wire.UpdateMetadataRequest(
+                controller_id=0, controller_epoch=epoch_before, live_brokers=[]
+            )
         )
     # ...and it notices it is no longer the active operator.
     await wait_async(
-        lambda: "no longer the active operator" in active.tail(200)
-        or "stepping down" in active.tail(200),
+        lambda: (
+            "no longer the active operator" in active.tail(200)
+            or "stepping down" in active.tail(200)
+        ),
         what="the old operator to step down",
     )
     sc.brokers[victim].start()

@@ -21,9 +21,9 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def sc(kube_cluster: KubeCluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[
-    Scenario
-]:
+def sc(
+    kube_cluster: KubeCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Scenario]:
     ns = request.node.name.replace("_", "-")[:50]
     with Scenario(kube_cluster, tmp_path, ns) as s:
         yield s

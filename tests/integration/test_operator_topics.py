@@ -218,7 +218,7 @@ def test_every_reconcile_is_idempotent(
         ]
 
         async def run_twice() -> list[dict[str, str]]:
-            client = KubeClient.from_env(kube_cluster.kubeconfig)
+            client = KubeClient.from_env(str(kube_cluster.kubeconfig))
             settings = OperatorSettings(
                 namespace=NS,
                 controller_url=op.url,

@@ -165,7 +165,7 @@ def test_auth_disabled_needs_no_token(tmp_path: Path) -> None:
 def test_config_is_frozen(tmp_path: Path, token_file: Path) -> None:
     cfg = load(tmp_path, base_props(tmp_path, token_file))
     with pytest.raises(ValueError):
-        cfg.broker_id = 9  # type: ignore[misc]
+        cfg.broker_id = 9
 
 
 # -- refusals: every message names the setting ---------------------------------------------

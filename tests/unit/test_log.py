@@ -228,6 +228,7 @@ def test_bad_batches_leave_the_log_as_it_was(tmp_path: Path, damage: str) -> Non
     log.append_as_leader(batch(0), 0)
     before = state(log)
     good = bytearray(batch(1))
+    err: type[Exception]
     if damage == "crc":
         good[-1] ^= 0xFF
         bad, err = bytes(good), CorruptRecordError

@@ -129,7 +129,8 @@ def test_offline_replicas_are_counted_and_refused(tmp_path: Path) -> None:
     with pytest.raises(ReplicaNotAvailableError):
         lm.log_or_error(TopicPartition("nope", 0))
     info = {i.path: i for i in lm.describe_log_dirs()}
-    assert not info[d[0]].is_live and info[d[0]].error and "test" in info[d[0]].error
+    err = info[d[0]].error
+    assert not info[d[0]].is_live and err and "test" in err
 
 
 def test_all_dirs_offline_halts(tmp_path: Path) -> None:

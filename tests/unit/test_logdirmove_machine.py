@@ -435,7 +435,9 @@ def test_a_second_pass_over_its_own_result_changes_nothing() -> None:
     first = run(obs)
     again = run(
         observe(
-            move.model_copy(update={"status": first.status}), obs.brokers[0], {0: info(0, "Copying")}
+            move.model_copy(update={"status": first.status}),
+            obs.brokers[0],
+            {0: info(0, "Copying")},
         )
     )
     assert again.status.dump() == first.status.dump() and again.events == ()

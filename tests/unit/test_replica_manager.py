@@ -23,6 +23,7 @@ from jbod_broker.errors import (
 )
 from jbod_broker.replica_manager import ReplicaManager
 from jbod_broker.storage.errors import KafkaStorageError, OffsetOutOfRangeError
+from jbod_broker.storage.log import AppendInfo
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch
@@ -232,7 +233,7 @@ def test_produce_requests_queued_together_share_one_write(tmp_path: Path) -> Non
 
     results = asyncio.run(go())
     assert rm.append_writes == 1 and rm.append_requests == 3
-    spans = [(r.first_offset, r.last_offset) for r in results if not isinstance(r, Exception)]
+    spans = [(r.first_offset, r.last_offset) for r in results if isinstance(r, AppendInfo)]
     assert spans == [(0, 0), (1, 2), (3, 5)]
     assert type(results[2]).__name__ == "CorruptRecordError"
     assert rm.logs.log_or_error(TP).log_end_offset == 6
