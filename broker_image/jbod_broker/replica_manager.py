@@ -39,6 +39,7 @@ from .errors import (
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
+from .storage.clock import monotonic_ms
 from .storage.errors import (
     InvalidRequestError,
     KafkaStorageError,
@@ -49,10 +50,6 @@ from .storage.log_manager import LogManager
 from .storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
-
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 @dataclass
@@ -252,7 +249,7 @@ class ReplicaManager:
 
     def _become_leader(self, p: Partition) -> None:
         self.on_stop_following(p.tp)
-        t = now_ms()
+        t = monotonic_ms()
         p.followers = {
             r: FollowerState(last_caught_up_ms=t if r in p.isr else 0)
             for r in p.replicas
@@ -502,7 +499,7 @@ class ReplicaManager:
         self, p: Partition, lg: Log, replica_id: int, fetch_offset: int, leader_leo: int
     ) -> None:
         st = p.followers.setdefault(replica_id, FollowerState())
-        t = now_ms()
+        t = monotonic_ms()
         # Kafka's rule: caught up now if it asked for the log end; or caught up as of its
         # previous fetch if it asked for what was the log end then.
         if fetch_offset >= leader_leo:
@@ -539,7 +536,7 @@ class ReplicaManager:
 
     def shrink_isr_pass(self) -> None:
         """Run periodically: drop followers that have not caught up in time."""
-        t = now_ms()
+        t = monotonic_ms()
         lag = self.config.replica_lag_time_max_ms
         for p in list(self.partitions.values()):
             if p.leader != self.broker_id or p.offline or p.pending_isr is not None:

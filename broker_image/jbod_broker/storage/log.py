@@ -16,13 +16,13 @@ import functools
 import os
 import struct
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple, ParamSpec, TypeVar
 
 from .checkpoints import CheckpointError, format_epochs, parse_epochs
+from .clock import wall_ms
 from .diskio import LogDirFailureChannel, write_atomically
 from .errors import (
     InvalidRecordError,
@@ -83,10 +83,6 @@ def _follows_successor(fn: Callable[P, R]) -> Callable[P, R]:
                 args = (target, *args[1:])  # type: ignore[assignment]
 
     return wrapper
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,7 +406,7 @@ class Log:
     @_follows_successor
     def roll(self) -> None:
         with self.lock, self._guard("roll"):
-            self._roll_locked(now_ms())
+            self._roll_locked(wall_ms())
 
     def append_as_leader(
         self, data: bytes | bytearray | memoryview, leader_epoch: int
@@ -526,7 +522,7 @@ class Log:
     def _append_locked(
         self, data: bytes | bytearray | memoryview, metas: list[BatchMeta], records: int
     ) -> None:
-        now = now_ms()
+        now = wall_ms()
         self._maybe_roll(len(data), metas[-1][0], now)
         self.active.append(data, metas)
         if self.config.flush_messages is not None:
@@ -631,7 +627,7 @@ class Log:
         Never deletes data above the high watermark, so retention cannot remove records a
         follower still has to fetch. An expired active segment is rolled first, as Kafka does.
         """
-        t = now_ms() if now is None else now
+        t = wall_ms() if now is None else now
         cfg = self.config
         deleted = 0
         with self.lock, self._guard("retention"):
