@@ -134,7 +134,7 @@ class Bench:
         self.lm.shutdown()
 
     def create(self, tp: TopicPartition, where: str, nbytes: int) -> None:
-        self.lm.preferred_dirs[tp] = where
+        self.lm.set_preferred_dir(tp, where)
         lg = self.lm.get_or_create_log(tp, is_new=True)
         fill(lg, nbytes, batch_bytes=16 * 1024)
         lg.roll()  # every byte in sealed segments
@@ -266,7 +266,7 @@ def main() -> int:
                 log(f"writing {size // MiB} MiB to {bench.disk}")
                 for tp in bench.tps:
                     bench.create(tp, bench.disk, size // PARTITIONS)
-                data_bytes = sum(lg.size for lg in bench.lm.current_logs.values())
+                data_bytes = sum(lg.size for lg in bench.lm.current_logs().values())
                 # One untimed round of each first: the first copy into a fresh tmpfs and the
                 # first reads of freshly written files pay one-off costs.
                 log(f"warm-up: cp {bench.time_cp():.3f}s, move {bench.time_move()[0]:.3f}s")

@@ -191,7 +191,7 @@ class EngineSide:
         self.engine = ReplicaMoveEngine(self.lm)  # one worker per log dir, as in the broker
         for p, d in self.layout.items():
             tp = TopicPartition(TOPIC, p)
-            self.lm.preferred_dirs[tp] = self.dirs[d]
+            self.lm.set_preferred_dir(tp, self.dirs[d])
             lg = self.lm.get_or_create_log(tp, is_new=True)
             for _ in range(batches):
                 lg.append_as_leader(batch, 1)
@@ -200,7 +200,7 @@ class EngineSide:
 
     @property
     def size(self) -> int:
-        return sum(lg.size for lg in self.lm.current_logs.values())
+        return sum(lg.size for lg in self.lm.current_logs().values())
 
     def move(self, cold: bool) -> float:
         """Every partition to its other dir; seconds from the alters to all Done."""

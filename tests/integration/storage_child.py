@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     logs = {}
     for i, tp in enumerate(tps):
         if lm.get_log(tp) is None:
-            lm.preferred_dirs[tp] = dirs[i % len(dirs)]
+            lm.set_preferred_dir(tp, dirs[i % len(dirs)])
         # Only run 0 creates replicas; later runs must find every one of them on disk.
         logs[tp] = lm.get_or_create_log(tp, is_new=args.run == 0)
     _emit("READY " + " ".join(f"{tp.partition}:{logs[tp].log_end_offset}" for tp in tps))

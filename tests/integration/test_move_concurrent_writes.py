@@ -36,7 +36,7 @@ def test_appends_during_moves_in_both_directions(tmp_path: Path) -> None:
     lm.startup()
     tps = [TopicPartition("busy", i) for i in range(PARTITIONS)]
     for i, tp in enumerate(tps):
-        lm.preferred_dirs[tp] = dirs[i % 3]
+        lm.set_preferred_dir(tp, dirs[i % 3])
         lm.get_or_create_log(tp, is_new=True)
     initial = {tp: lm.get_log(tp) for tp in tps}
     appenders = [

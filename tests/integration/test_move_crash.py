@@ -140,7 +140,7 @@ def prefill(history: History) -> None:
     lm = LogManager(history.dirs, broker_id=BROKER_ID, default_config=CONFIG)
     lm.startup()
     for i, tp in enumerate(tps()):
-        lm.preferred_dirs[tp] = history.dirs[i % len(history.dirs)]
+        lm.set_preferred_dir(tp, history.dirs[i % len(history.dirs)])
         lg = lm.get_or_create_log(tp, is_new=True)
         for seq in range(0, PREFILL_BATCHES * 2, 2):
             lg.append_as_leader(

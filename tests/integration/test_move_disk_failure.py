@@ -57,7 +57,7 @@ def setup(tmp_path: Path) -> Iterator[tuple[LogManager, list[str]]]:
 
 
 def _make(lm: LogManager, tp: TopicPartition, d: str, nbytes: int) -> Log:
-    lm.preferred_dirs[tp] = d
+    lm.set_preferred_dir(tp, d)
     lg = lm.get_or_create_log(tp, is_new=True)
     fill(lg, nbytes, batch_bytes=4000)
     lg.update_high_watermark(lg.log_end_offset)
@@ -124,7 +124,7 @@ def test_source_fails_mid_move(setup: tuple[LogManager, list[str]]) -> None:
         assert info.state is MoveState.FAILED
         assert info.error is not None and f"source log dir {src} failed" in info.error
         assert src in lm.offline_dirs() and dest not in lm.offline_dirs()
-        assert MOVING in lm.offline_replicas
+        assert MOVING in lm.offline_replicas()
         with pytest.raises(KafkaStorageError, match=src):
             lm.log_or_error(MOVING)
         with pytest.raises(KafkaStorageError):

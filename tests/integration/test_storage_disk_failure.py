@@ -107,7 +107,7 @@ def place(lm: LogManager, tps_by_dir: dict[str, list[TopicPartition]]) -> dict[T
     logs = {}
     for d, tps in tps_by_dir.items():
         for tp in tps:
-            lm.preferred_dirs[tp] = d
+            lm.set_preferred_dir(tp, d)
             logs[tp] = lm.get_or_create_log(tp, is_new=True)
             assert logs[tp].log_dir == d
     return logs
@@ -218,7 +218,7 @@ def test_open_segment_keeps_appending_after_chmod_until_a_roll_needs_a_new_file(
     rec = Recorder()
     lm.add_offline_listener(rec.listener)
     tp = TopicPartition("t", 0)
-    lm.preferred_dirs[tp] = dirs[1]
+    lm.set_preferred_dir(tp, dirs[1])
     lg = lm.get_or_create_log(tp, is_new=True)
     acked = Acked()
     append(lg, tp, acked)
@@ -312,7 +312,7 @@ def test_chmod_000_while_appending_isolates_that_directory(
     lm.channel.drain()
     assert lm.offline_replica_count == len(bad_tps)
     lm.channel.drain()
-    assert lm.offline_replicas == {tp: bad for tp in bad_tps}
+    assert lm.offline_replicas() == {tp: bad for tp in bad_tps}
     assert rec.offline == [(bad, reason, sorted(bad_tps))]
     assert rec.halts == []
     assert lm.live_dirs() == [d for d in dirs if d != bad]
@@ -390,7 +390,7 @@ def test_replica_on_failed_dir_is_not_recreated_elsewhere(
     lm.channel.drain()
     assert set(lm.offline_dirs()) == {bad}
     lm.channel.drain()
-    assert lm.offline_replicas == {bad_tp: bad}
+    assert lm.offline_replicas() == {bad_tp: bad}
 
     # Known to be on the offline directory: refused whether or not it is new.
     for is_new in (False, True):
@@ -400,7 +400,7 @@ def test_replica_on_failed_dir_is_not_recreated_elsewhere(
 
     # Unknown replica, not new: it may exist on the offline directory, so it is refused.
     unknown = TopicPartition("u", 0)
-    lm.preferred_dirs[unknown] = bad
+    lm.set_preferred_dir(unknown, bad)
     with pytest.raises(KafkaStorageError, match="not new"):
         lm.get_or_create_log(unknown, is_new=False)
     assert replica_folders(dirs[:2], unknown) == []
@@ -642,7 +642,7 @@ def test_startup_with_every_directory_unreadable_raises(
     assert "Permission denied" in rec.halts[-1]
     lm2.channel.drain()
     assert lm2.offline_log_dir_count == 3
-    assert lm2.current_logs == {}
+    assert lm2.current_logs() == {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -689,7 +689,7 @@ def test_directory_failure_during_delete_log_does_not_deadlock(
     lm = new_manager(dirs, channel=channel)
     lm.startup()
     tp = TopicPartition("t", 0)
-    lm.preferred_dirs[tp] = dirs[0]
+    lm.set_preferred_dir(tp, dirs[0])
     lg = lm.get_or_create_log(tp, is_new=True)
     append(lg, tp, Acked())
     chmod(dirs[0], 0)
@@ -731,7 +731,7 @@ def test_shutdown_with_a_full_disk_still_shuts_down_the_other_directories(
     lm.startup()
     logs = place(lm, {good: [TopicPartition("t", 0)], small_tmpfs: [TopicPartition("t", 1)]})
     extra = TopicPartition("t", 2)
-    lm.preferred_dirs[extra] = small_tmpfs
+    lm.set_preferred_dir(extra, small_tmpfs)
     logs[extra] = lm.get_or_create_log(extra, is_new=True)
     for tp, lg in logs.items():
         append(lg, tp, Acked())  # index entries stay pending in memory until a flush

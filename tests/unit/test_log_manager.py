@@ -21,6 +21,7 @@ from jbod_broker.storage.checkpoints import (
 )
 from jbod_broker.storage.errors import (
     InvalidLogDirError,
+    InvalidRequestError,
     KafkaStorageError,
     NoLiveLogDirError,
     ReplicaNotAvailableError,
@@ -54,7 +55,7 @@ def test_startup_writes_meta_properties(tmp_path: Path) -> None:
         with open(os.path.join(d, "meta.properties"), "rb") as f:
             props = parse_properties(f.read())
         assert props["broker.id"] == "7" and len(props["directory.id"]) == 32
-    assert len(set(lm.directory_ids.values())) == 3
+    assert len(set(lm.directory_ids().values())) == 3
 
 
 def test_dir_of_another_broker_is_offline(tmp_path: Path) -> None:
@@ -83,9 +84,9 @@ def test_named_dir_wins_and_is_forgotten_after_creation(tmp_path: Path) -> None:
     d = dirs_of(tmp_path)
     lm = start(d)
     tp = TopicPartition("t", 0)
-    lm.preferred_dirs[tp] = d[2]
+    lm.set_preferred_dir(tp, d[2])
     assert lm.get_or_create_log(tp, is_new=True).log_dir == d[2]
-    assert tp not in lm.preferred_dirs
+    assert lm.preferred_dir(tp) is None
 
 
 def test_kip112_not_new_replica_is_not_recreated_while_a_dir_is_offline(tmp_path: Path) -> None:
@@ -108,7 +109,7 @@ def test_offline_replicas_are_counted_and_refused(tmp_path: Path) -> None:
     seen: list[tuple[str, list[TopicPartition]]] = []
     lm.add_offline_listener(lambda dd, _r, tps: seen.append((dd, tps)))
     for p in range(6):
-        lm.preferred_dirs[TopicPartition("t", p)] = d[p % 3]
+        lm.set_preferred_dir(TopicPartition("t", p), d[p % 3])
         fill(lm, TopicPartition("t", p), 3)
     old = lm.get_log(TopicPartition("t", 0))
     assert old is not None
@@ -197,7 +198,7 @@ def _make_future_only(tmp_path: Path) -> tuple[list[str], TopicPartition]:
     d = dirs_of(tmp_path, 2)
     lm = start(d)
     tp = TopicPartition("t", 0)
-    lm.preferred_dirs[tp] = d[0]
+    lm.set_preferred_dir(tp, d[0])
     fill(lm, tp, 4)
     lm.shutdown()
     src = os.path.join(d[0], log_dir_name(tp))
@@ -222,7 +223,7 @@ def test_future_only_with_a_bad_dir_stays_offline_kafka_16082(tmp_path: Path) ->
         f.write("x")
     lm = LogManager(d, broker_id=1)
     report = lm.startup()
-    assert lm.get_log(tp) is None and tp in lm.offline_replicas
+    assert lm.get_log(tp) is None and tp in lm.offline_replicas()
     assert any(n.endswith("-future") for n in os.listdir(d[1]))  # left alone
     assert any("left in place" in a for a in report.actions)
 
@@ -231,7 +232,7 @@ def test_source_and_future_present_is_resumable(tmp_path: Path) -> None:
     d = dirs_of(tmp_path, 2)
     lm = start(d)
     tp = TopicPartition("t", 0)
-    lm.preferred_dirs[tp] = d[0]
+    lm.set_preferred_dir(tp, d[0])
     fill(lm, tp, 4)
     lm.create_future_log(tp, d[1])
     lm.shutdown()
@@ -245,7 +246,7 @@ def test_duplicate_current_copies_are_resolved_not_fatal(tmp_path: Path) -> None
     d = dirs_of(tmp_path, 2)
     lm = start(d)
     tp = TopicPartition("t", 0)
-    lm.preferred_dirs[tp] = d[0]
+    lm.set_preferred_dir(tp, d[0])
     fill(lm, tp, 6)
     lm.shutdown()
     shutil.copytree(os.path.join(d[0], log_dir_name(tp)), os.path.join(d[1], log_dir_name(tp)))
@@ -278,7 +279,7 @@ def test_describe_log_dirs_fields(tmp_path: Path) -> None:
     d = dirs_of(tmp_path, 2)
     lm = start(d)
     tp = TopicPartition("t", 0)
-    lm.preferred_dirs[tp] = d[0]
+    lm.set_preferred_dir(tp, d[0])
     fill(lm, tp, 5)
     fut = lm.create_future_log(tp, d[1])
     info = {i.path: i for i in lm.describe_log_dirs()}
@@ -307,7 +308,7 @@ def test_kafka_13315_retention_running_into_shutdown(
     lm.startup()
     tps = [TopicPartition("r", p) for p in range(2)]
     for i, tp in enumerate(tps):
-        lm.preferred_dirs[tp] = dirs[i]
+        lm.set_preferred_dir(tp, dirs[i])
         lg = lm.get_or_create_log(tp, is_new=True)
         for _ in range(40):
             lg.append_as_leader(build_batch([(None, b"x" * 500)]), 1)
@@ -343,3 +344,143 @@ def test_kafka_13315_retention_running_into_shutdown(
             assert lg.log_end_offset == ends[tp] and lg.log_start_offset == starts[tp]
     finally:
         lm2.shutdown()
+
+
+# -- the maps behind methods, and the KIP-113 swap ------------------------------------------
+
+
+def test_maps_are_read_as_copies(tmp_path: Path) -> None:
+    lm = start(dirs_of(tmp_path))
+    tp = TopicPartition("copies", 0)
+    lg = lm.get_or_create_log(tp, is_new=True)
+    future = lm.create_future_log(tp, next(d for d in lm.dirs if d != lg.log_dir))
+    currents, futures = lm.snapshot_logs()
+    assert currents == lm.current_logs() == {tp: lg}
+    assert futures == lm.future_logs() == {tp: future}
+    currents.clear()
+    lm.future_logs().clear()
+    lm.offline_replicas()[tp] = "/nowhere"
+    assert lm.get_log(tp) is lg and lm.get_future_log(tp) is future
+    assert lm.offline_replica_dir(tp) is None and lm.offline_replicas() == {}
+
+
+def test_preferred_dir_set_and_cleared(tmp_path: Path) -> None:
+    lm = start(dirs_of(tmp_path))
+    tp = TopicPartition("pref", 0)
+    assert lm.preferred_dir(tp) is None
+    lm.set_preferred_dir(tp, lm.dirs[1])
+    assert lm.preferred_dir(tp) == lm.dirs[1]
+    lm.clear_preferred_dir(tp)
+    lm.clear_preferred_dir(tp)  # clearing twice is fine
+    assert lm.preferred_dir(tp) is None
+
+
+def test_current_log_or_prefer(tmp_path: Path) -> None:
+    d = dirs_of(tmp_path)
+    lm = start(d)
+    tp = TopicPartition("later", 0)
+    with pytest.raises(ReplicaNotAvailableError, match="will be created"):
+        lm.current_log_or_prefer(tp, d[2])
+    assert lm.preferred_dir(tp) == d[2]
+    lg = lm.get_or_create_log(tp, is_new=True)
+    assert lg.log_dir == d[2]
+    lm.set_preferred_dir(tp, d[1])
+    assert lm.current_log_or_prefer(tp, d[0]) is lg
+    assert lm.preferred_dir(tp) is None  # the move takes over from a preference
+    lm.channel.mark_offline(d[2], "test")
+    with pytest.raises(KafkaStorageError, match="offline"):
+        lm.current_log_or_prefer(tp, d[0])
+    assert lm.preferred_dir(tp) is None
+
+
+def _source_and_future(lm: LogManager, tp: TopicPartition) -> tuple[Log, Log]:
+    lm.set_preferred_dir(tp, lm.dirs[0])
+    source = lm.get_or_create_log(tp, is_new=True)
+    for epoch in (1, 1, 3):
+        source.append_as_leader(build_batch([(None, b"v" * 500)]), epoch)
+        source.epochs.assign(epoch, source.log_end_offset - 1)
+    source.update_high_watermark(2)
+    with open(os.path.join(source.dir_path, "partition.metadata"), "wb") as f:
+        f.write(b"version: 0\n")
+    return source, lm.create_future_log(tp, lm.dirs[1])
+
+
+def _copy_all(source: Log, future: Log) -> None:
+    """What the move engine's copy does, in the simplest way: the source's batches, appended."""
+    res = source.read(future.log_end_offset, 1 << 20)
+    if res.data:
+        future.append_as_follower(res.data)
+
+
+def test_swap_refuses_a_future_that_has_not_caught_up(tmp_path: Path) -> None:
+    lm = start(dirs_of(tmp_path))
+    tp = TopicPartition("swap", 0)
+    source, future = _source_and_future(lm, tp)
+    points: list[str] = []
+    assert not lm.replace_current_with_future_log(
+        tp, source, future, catch_up=lambda: None, on_point=points.append
+    )
+    assert points == [] and lm.get_log(tp) is source and lm.get_future_log(tp) is future
+    assert os.path.isdir(os.path.join(lm.dirs[0], log_dir_name(tp)))
+    assert os.path.isdir(future.dir_path) and source.successor is None
+
+
+def test_swap_carries_state_renames_and_queues_the_source(tmp_path: Path) -> None:
+    lm = start(dirs_of(tmp_path))
+    tp = TopicPartition("swap", 0)
+    source, future = _source_and_future(lm, tp)
+    epochs, hw, leo = source.epochs.entries(), source.high_watermark, source.log_end_offset
+    points: list[str] = []
+    assert lm.replace_current_with_future_log(
+        tp, source, future, catch_up=lambda: _copy_all(source, future), on_point=points.append
+    )
+    assert points == [
+        "commit",
+        "before_renames",
+        "source_renamed",
+        "between_renames",
+        "after_renames",
+    ]
+    assert lm.get_log(tp) is future and lm.get_future_log(tp) is None
+    assert source.successor is future and not future.is_future
+    assert future.dir_path == os.path.join(lm.dirs[1], log_dir_name(tp))
+    assert (future.log_end_offset, future.high_watermark) == (leo, hw)
+    assert future.epochs.entries() == epochs
+    with open(os.path.join(future.dir_path, "partition.metadata"), "rb") as f:
+        assert f.read() == b"version: 0\n"
+    with open(os.path.join(lm.dirs[1], RECOVERY_POINT_CHECKPOINT), "rb") as f:
+        assert tp in parse_offsets(f.read(), RECOVERY_POINT_CHECKPOINT)
+    (trash,) = lm.pending_deletes
+    assert os.path.dirname(trash) == lm.dirs[0] and trash.endswith("-delete")
+    assert lm.run_deletions() == 1 and not os.path.exists(trash)
+
+
+def test_swap_refused_at_commit_changes_nothing(tmp_path: Path) -> None:
+    lm = start(dirs_of(tmp_path))
+    tp = TopicPartition("swap", 0)
+    source, future = _source_and_future(lm, tp)
+
+    def refuse(point: str) -> None:
+        if point == "commit":
+            raise RuntimeError("cancelled")
+
+    with pytest.raises(RuntimeError, match="cancelled"):
+        lm.replace_current_with_future_log(
+            tp, source, future, catch_up=lambda: _copy_all(source, future), on_point=refuse
+        )
+    assert lm.get_log(tp) is source and lm.get_future_log(tp) is future
+    assert source.dir_path == os.path.join(lm.dirs[0], log_dir_name(tp))
+    assert os.path.isdir(future.dir_path) and future.is_future and lm.pending_deletes == []
+
+
+def test_swap_of_logs_that_are_not_the_replicas_is_refused(tmp_path: Path) -> None:
+    lm = start(dirs_of(tmp_path))
+    tp = TopicPartition("swap", 0)
+    source, future = _source_and_future(lm, tp)
+    other = TopicPartition("swap", 1)
+    lm.get_or_create_log(other, is_new=True)
+    other_future = lm.create_future_log(other, lm.dirs[2])
+    with pytest.raises(InvalidRequestError, match="not its current and future logs"):
+        lm.replace_current_with_future_log(tp, source, other_future, catch_up=lambda: None)
+    assert lm.get_log(tp) is source and lm.get_future_log(tp) is future
+    assert lm.get_future_log(other) is other_future and other_future.is_future

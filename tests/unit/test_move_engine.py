@@ -167,9 +167,9 @@ def test_unknown_replica_is_remembered_for_creation(
     dest = lm.dirs[2]
     with pytest.raises(ReplicaNotAvailableError):
         engine.alter_replica_log_dir(tp, dest)
-    assert lm.preferred_dirs[tp] == dest
+    assert lm.preferred_dir(tp) == dest
     assert lm.get_or_create_log(tp, is_new=True).log_dir == dest
-    assert tp not in lm.preferred_dirs
+    assert lm.preferred_dir(tp) is None
 
 
 def test_any_forgets_a_remembered_destination(lm: LogManager, engine: ReplicaMoveEngine) -> None:
@@ -177,7 +177,7 @@ def test_any_forgets_a_remembered_destination(lm: LogManager, engine: ReplicaMov
     with pytest.raises(ReplicaNotAvailableError):
         engine.alter_replica_log_dir(tp, lm.dirs[1])
     assert engine.alter_replica_log_dir(tp, "any") is AlterResult.NOTHING_TO_DO
-    assert tp not in lm.preferred_dirs
+    assert lm.preferred_dir(tp) is None
 
 
 def test_offline_replica_is_a_storage_error(lm: LogManager, engine: ReplicaMoveEngine) -> None:

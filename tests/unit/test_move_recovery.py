@@ -38,7 +38,7 @@ def crash_at(tmp_path: Path, point: str) -> tuple[list[str], list[bytes], str, s
     dirs = [str(tmp_path / "live" / f"disk{i}") for i in range(3)]
     lm = LogManager(dirs, broker_id=1, default_config=CONFIG)
     lm.startup()
-    lm.preferred_dirs[TP] = dirs[0]
+    lm.set_preferred_dir(TP, dirs[0])
     lg = lm.get_or_create_log(TP, is_new=True)
     fill(lg, 150_000, batch_bytes=1200)
     lg.update_high_watermark(lg.log_end_offset - 5)
@@ -120,7 +120,7 @@ def test_only_the_future_with_a_bad_dir_is_left_alone(tmp_path: Path) -> None:
     lm, engine = restart(dirs)
     try:
         report = start_storage(lm, engine)
-        assert third in lm.offline_dirs() and TP in lm.offline_replicas
+        assert third in lm.offline_dirs() and TP in lm.offline_replicas()
         assert lm.get_log(TP) is None and folders(dest) == future
         assert any("replica offline, future left in place" in a for a in report.actions)
         assert folders(src) == []  # the source was already -delete: deleted as KIP-113 says
@@ -152,7 +152,7 @@ def _two_current_copies(tmp_path: Path, *, vouch: bool) -> tuple[list[str], list
     dirs = [str(tmp_path / f"disk{i}") for i in range(2)]
     lm = LogManager(dirs, broker_id=1, default_config=CONFIG)
     lm.startup()
-    lm.preferred_dirs[TP] = dirs[0]
+    lm.set_preferred_dir(TP, dirs[0])
     lg = lm.get_or_create_log(TP, is_new=True)
     fill(lg, 40_000, batch_bytes=1000)
     kept = read_values(lg)

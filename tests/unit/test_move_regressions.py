@@ -353,7 +353,7 @@ def test_kafka_16082_only_the_future_while_a_dir_is_bad_is_left_alone(
     try:
         report = start_storage(m, e)
         assert src in m.offline_dirs() and dest not in m.offline_dirs()
-        assert TP in m.offline_replicas and m.get_log(TP) is None
+        assert TP in m.offline_replicas() and m.get_log(TP) is None
         assert replica_folders(dest) == future_names  # not renamed, not deleted
         assert any("future left in place" in a for a in report.actions)
     finally:
@@ -381,7 +381,7 @@ def test_kafka_14824_source_failure_drops_the_future_and_is_not_retried(
     src, dest = lg.log_dir, dest_of(lm, lg)
     third = next(d for d in lm.dirs if d not in (src, dest))
     other_tp = TopicPartition("bugs", 1)
-    lm.preferred_dirs[other_tp] = dest
+    lm.set_preferred_dir(other_tp, dest)
     other = lm.get_or_create_log(other_tp, is_new=True)
     fill(other, 200_000, batch_bytes=1500)
     other_values = read_values(other)

@@ -46,30 +46,24 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
-from ..storage.diskio import fsync_dir, write_atomically
 from ..storage.errors import (
     KafkaError,
     KafkaStorageError,
-    ReplicaNotAvailableError,
 )
 from ..storage.log import Log, LogSnapshot
-from ..storage.log_manager import LogManager
+from ..storage.log_manager import LogManager, SwapPoint
 from ..storage.names import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
-    LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TopicPartition,
-    delete_dir_name,
-    log_dir_name,
-    parse_segment_file,
     segment_file_name,
 )
 from ..storage.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader, parse_header
@@ -314,37 +308,24 @@ class ReplicaMoveEngine:
         lm = self._lm
         if log_dir == ANY:
             with self._submit_lock:
-                lm.preferred_dirs.pop(tp, None)
+                lm.clear_preferred_dir(tp)
                 cancelled = self._cancel_locked(tp, 30.0)
             return AlterResult.CANCELLED if cancelled else AlterResult.NOTHING_TO_DO
         dest = lm.resolve_live_dir(log_dir)
         with self._submit_lock:
             if self._stopping:
                 raise MoveEngineStoppedError("the replica move engine is shut down")
-            with lm.lock:
-                source = lm.current_logs.get(tp)
-                if source is None:
-                    offline = lm.offline_replicas.get(tp)
-                    if offline is not None:
-                        raise KafkaStorageError(
-                            f"replica {tp} is offline: log directory {offline} failed"
-                        )
-                    lm.preferred_dirs[tp] = dest
-                    raise ReplicaNotAvailableError(
-                        f"replica {tp} is not on broker {lm.broker_id} yet; it will be created "
-                        f"in {dest} when it arrives"
-                    )
-                lm.preferred_dirs.pop(tp, None)
+            source = lm.current_log_or_prefer(tp, dest)
             task = self._active_task(tp)
             if task is not None:
                 if task.dest == dest:
                     return AlterResult.IN_PROGRESS  # KAFKA-9087: never reset a running copy
                 self._cancel_locked(tp, 30.0)  # a new destination replaces the old move
-                with lm.lock:
-                    source = lm.current_logs.get(tp)
-                if source is None:
+                now = lm.get_log(tp)
+                if now is None:
                     raise KafkaStorageError(f"replica {tp} went offline during the request")
-            future = lm.future_logs.get(tp)
+                source = now
+            future = lm.get_future_log(tp)
             if source.log_dir == dest:
                 if future is not None:
                     lm.abandon_future_log(tp, future)
@@ -396,8 +377,7 @@ class ReplicaMoveEngine:
         lm = self._lm
         with self._submit_lock:
             for tp in sorted(moves):
-                with lm.lock:
-                    source, future = lm.current_logs.get(tp), lm.future_logs.get(tp)
+                source, future = lm.get_log(tp), lm.get_future_log(tp)
                 if source is None or future is None or self._active_task(tp) is not None:
                     continue
                 self._enqueue(tp, future.log_dir, source.log_dir, future, True)
@@ -447,9 +427,7 @@ class ReplicaMoveEngine:
         lm = self._lm
         with self._lock:
             tasks = dict(self._tasks)
-        with lm.lock:
-            currents = dict(lm.current_logs)
-            futures = dict(lm.future_logs)
+        currents, futures = lm.snapshot_logs()
         if partitions is None:
             wanted = sorted(set(currents) | set(futures) | set(tasks))
         else:
@@ -545,8 +523,7 @@ class ReplicaMoveEngine:
             if not task.done.wait(timeout):
                 raise TimeoutError(f"the move of {tp} did not stop within {timeout}s")
             return task.state is MoveState.CANCELLED
-        with lm.lock:
-            future = lm.future_logs.get(tp)
+        future = lm.get_future_log(tp)
         if future is not None:
             lm.abandon_future_log(tp, future)
             self.run_deletions()
@@ -618,8 +595,7 @@ class ReplicaMoveEngine:
         kind: StopKind | None = None
         reason: str | None = None
         try:
-            with self._lm.lock:
-                source = self._lm.current_logs.get(tp)
+            source = self._lm.get_log(tp)
             if source is None or source.log_dir != task.source_dir:
                 raise _Stop("cancel", f"replica {tp} is no longer in {task.source_dir}")
             self._copy_loop(task, source, task.future)
@@ -706,8 +682,8 @@ class ReplicaMoveEngine:
             r = lm.channel.reason(d)
             if r is not None:
                 return "fail", f"{side} log dir {d} failed: {r}"
-        current = lm.current_logs.get(task.tp)
-        if lm.future_logs.get(task.tp) is not task.future and not task.committed:
+        current = lm.get_log(task.tp)
+        if lm.get_future_log(task.tp) is not task.future and not task.committed:
             return "cancel", f"the future log of {task.tp} was removed during the move ({e})"
         if (current is None or current.log_dir != task.source_dir) and not task.committed:
             return "cancel", f"replica {task.tp} was deleted during the move ({e})"
@@ -724,9 +700,9 @@ class ReplicaMoveEngine:
             r = lm.channel.reason(d)
             if r is not None:
                 raise _Stop("fail", f"{side} log dir {d} failed: {r}")
-        if source.successor is not None or lm.current_logs.get(task.tp) is not source:
+        if source.successor is not None or lm.get_log(task.tp) is not source:
             raise _Stop("cancel", f"replica {task.tp} was deleted or replaced during the move")
-        if lm.future_logs.get(task.tp) is not future or future.offline:
+        if lm.get_future_log(task.tp) is not future or future.offline:
             raise _Stop("cancel", f"the future log of {task.tp} was removed during the move")
 
     def _copy_loop(self, task: _Task, source: Log, future: Log) -> None:
@@ -999,7 +975,7 @@ class ReplicaMoveEngine:
             fa = future.active
             if fa.base_offset != plan.future_base or fa.size != plan.future_pos:
                 return 0
-            if self._lm.future_logs.get(tp) is not future or future.offline:
+            if self._lm.get_future_log(tp) is not future or future.offline:
                 raise _Stop("cancel", f"the future log of {tp} was removed during the move")
             with self._guard(task.dest, f"open future segment of {tp}"):
                 dst = os.open(fa.log_path, os.O_RDWR)
@@ -1022,30 +998,12 @@ class ReplicaMoveEngine:
 
     # -- swap -----------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _swap_locks(self, source: Log) -> Iterator[None]:
-        """The manager's lock, then the partition's append lock, without ever waiting for the
-        second while holding the first (a failing append takes the manager's lock too)."""
-        lm = self._lm
-        while True:
-            lm.lock.acquire()
-            if source.lock.acquire(timeout=0.05):
-                break
-            lm.lock.release()
-            time.sleep(0.001)
-        try:
-            yield
-        finally:
-            source.lock.release()
-            lm.lock.release()
-
     def _swap(self, task: _Task, source: Log, future: Log) -> None:
-        tp, lm, dest = task.tp, self._lm, task.dest
-        # Flush the bulk before appends are stopped; only the last bytes are synced under lock.
-        future.flush()
-        with self._guard(dest, f"sync future folder of {tp}"):
-            fsync_dir(future.dir_path)
-        with self._swap_locks(source), future.lock:
+        """The log manager swaps (:meth:`LogManager.replace_current_with_future_log`); the
+        engine copies the last bytes under its locks and follows its points."""
+        tp = task.tp
+
+        def catch_up() -> None:
             self._set_state(task, MoveState.SWAPPING)
             self.hooks.reach(hk.AFTER_LOCK, tp)
             self._check(task, source, future)
@@ -1053,93 +1011,38 @@ class ReplicaMoveEngine:
                 if self._step(task, source, future, throttled=False) == 0:
                     break
             self._reconcile(task, source, future)
-            if future.log_end_offset != source.log_end_offset:
-                raise _Stop("fail", f"the future log of {tp} could not catch up under the lock")
-            future.adopt_replica_state(
-                log_start_offset=source.log_start_offset,
-                high_watermark=source.high_watermark,
-                epochs=source.epochs.entries(),
-                config=source.config,
-            )
-            self._copy_replica_files(task, source, future)
-            future.flush()
-            with self._guard(dest, f"sync future folder of {tp}"):
-                fsync_dir(future.dir_path)
-            with self._guard(task.source_dir, f"sync folder of {tp}"):
-                fsync_dir(source.dir_path)  # also proves the source can still be renamed
-            self._check(task, source, future)  # the last point where a cancel wins
-            lm.write_dir_checkpoints(dest, [future])
-            with self._lock:
-                task.committed = True
-            self.hooks.reach(hk.BEFORE_RENAMES, tp)
-            original = source.dir_path
-            trash = os.path.join(source.log_dir, delete_dir_name(tp))
-            source.rename_dir(trash)
-            task.source_renamed = True
-            with self._guard(source.log_dir, f"sync after renaming {tp}"):
-                fsync_dir(source.log_dir)
-            self.hooks.reach(hk.BETWEEN_RENAMES, tp)
-            try:
-                future.rename_dir(os.path.join(dest, log_dir_name(tp)))
-                with self._guard(dest, f"sync after renaming {tp}"):
-                    fsync_dir(dest)
-            except KafkaError:
-                self._undo_source_rename(task, source, original)
-                raise
-            task.source_renamed = False
-            self.hooks.reach(hk.AFTER_RENAMES, tp)
-            future.is_future = False
-            lm.current_logs[tp] = future
-            if lm.future_logs.get(tp) is future:
-                del lm.future_logs[tp]
-            source.successor = future
-            source.close_quietly()
-            lm.queue_deletion(trash)
+
+        def on_point(point: SwapPoint) -> None:
+            if point is SwapPoint.COMMIT:
+                self._check(task, source, future)  # the last point where a cancel wins
+            elif point is SwapPoint.BEFORE_RENAMES:
+                with self._lock:
+                    task.committed = True
+                self.hooks.reach(hk.BEFORE_RENAMES, tp)
+            elif point is SwapPoint.SOURCE_RENAMED:
+                task.source_renamed = True
+            elif point is SwapPoint.BETWEEN_RENAMES:
+                self.hooks.reach(hk.BETWEEN_RENAMES, tp)
+            elif point is SwapPoint.SOURCE_RESTORED:
+                task.source_renamed = False
+            elif point is SwapPoint.AFTER_RENAMES:
+                task.source_renamed = False
+                self.hooks.reach(hk.AFTER_RENAMES, tp)
+
+        if not self._lm.replace_current_with_future_log(
+            tp, source, future, catch_up=catch_up, on_point=on_point
+        ):
+            raise _Stop("fail", f"the future log of {tp} could not catch up under the lock")
         log.info(
             "replica moved",
             extra={
                 "event": "replica_moved",
                 "partition": str(tp),
                 "source_dir": task.source_dir,
-                "dest_dir": dest,
+                "dest_dir": task.dest,
             },
         )
         self.hooks.reach(hk.AFTER_SWAP, tp)
-
-    def _undo_source_rename(self, task: _Task, source: Log, original: str) -> None:
-        try:
-            source.rename_dir(original)
-            with self._guard(source.log_dir, f"sync after renaming {task.tp} back"):
-                fsync_dir(source.log_dir)
-            task.source_renamed = False
-        except KafkaError as e:
-            log.error(
-                "could not rename %s back to %s: %s",
-                source.dir_path,
-                original,
-                e,
-                extra={"event": "replica_move_stranded", "partition": str(task.tp)},
-            )
-
-    def _copy_replica_files(self, task: _Task, source: Log, future: Log) -> None:
-        """Per-replica files other than segments and the epoch checkpoint (which the future
-        writes itself): ``partition.metadata``, producer snapshots... must move too."""
-        with self._guard(task.source_dir, f"list {task.tp} for a move"):
-            names = sorted(os.listdir(source.dir_path))
-            files: dict[str, bytes] = {}
-            for name in names:
-                if (
-                    name == LEADER_EPOCH_CHECKPOINT
-                    or parse_segment_file(name) is not None
-                    or name.endswith(_TRANSIENT_SUFFIXES)
-                    or not os.path.isfile(os.path.join(source.dir_path, name))
-                ):
-                    continue
-                with open(os.path.join(source.dir_path, name), "rb") as f:
-                    files[name] = f.read()
-        with self._guard(task.dest, f"copy {task.tp} replica files"):
-            for name, data in files.items():
-                write_atomically(os.path.join(future.dir_path, name), data)
 
 
 # -- helpers (callers hold the log's lock and its directory's guard) ---------------------------

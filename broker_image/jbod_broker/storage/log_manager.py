@@ -1,13 +1,23 @@
-"""All log directories of one broker: loading, placement, failure isolation, describe.
+"""All log directories of one broker: loading, placement, moves, failure isolation, describe.
 
-Kafka's ``LogManager``. Owns the maps of current and future logs and the set of offline
-replicas; ``lock`` serialises creation, deletion and the move engine's swaps (the
-log-creation-or-deletion lock). Per-log work happens under each log's own lock.
+Kafka's ``LogManager``. Owns the maps of current logs, future logs (the destination copies of
+KIP-113 moves), offline replicas, preferred directories and cordoned directories; they are
+private and read or changed only through its methods. The move engine (``jbod_broker.move``)
+copies bytes and asks this class for everything else: creating, finding and abandoning future
+logs, remembering a preferred directory, and the swap itself
+(:meth:`LogManager.replace_current_with_future_log`).
 
 Start-up follows KIP-112 and KIP-113: a directory that cannot be read is offline from the start;
 a ``-future`` folder is resumed, renamed into place, or left alone depending on whether its
 source exists and whether any directory is bad; ``-delete`` folders are deleted; two current
 copies of one replica are resolved by the recovery checkpoints instead of refusing to start.
+
+Thread-safety: thread-safe. One reentrant lock (Kafka's log-creation-or-deletion lock) guards
+the maps and serialises creation, deletion and swaps; it is held briefly, never across a copy.
+Per-log work happens under each log's own lock. Lock order: this manager's lock, then a source
+log's lock, then a future log's lock; a thread holding a log's lock never waits for the
+manager's (the swap takes the two with a back-off, see :meth:`_swap_locks`). Offline listeners
+run on the failure channel's thread holding no lock.
 """
 
 from __future__ import annotations
@@ -16,9 +26,12 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from .checkpoints import (
     CLEAN_SHUTDOWN_FILE,
@@ -35,20 +48,26 @@ from .checkpoints import (
 from .diskio import LogDirFailureChannel, fsync_dir, write_atomically
 from .errors import (
     InvalidLogDirError,
+    InvalidRequestError,
     InvalidTopicError,
+    KafkaError,
     KafkaStorageError,
     NoLiveLogDirError,
     ReplicaNotAvailableError,
 )
 from .log import Log, LogConfig
 from .names import (
+    CLEANED_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
     MAX_NAME_BYTES,
+    SWAP_SUFFIX,
     DirKind,
     TopicPartition,
     delete_dir_name,
     future_dir_name,
     log_dir_name,
     parse_dir_name,
+    parse_segment_file,
     stray_dir_name,
 )
 from .placement import DirState, rank_log_dirs
@@ -56,6 +75,36 @@ from .placement import DirState, rank_log_dirs
 log = logging.getLogger(__name__)
 
 OfflineReplicasListener = Callable[[str, str, list[TopicPartition]], None]
+
+
+class SwapPoint(StrEnum):
+    """The moments of :meth:`LogManager.replace_current_with_future_log` its caller is told of.
+
+    The values that are also move hook points (``jbod_broker.move.hooks``) have the same names,
+    so a crash test can stop the process at them.
+    """
+
+    COMMIT = "commit"
+    """Everything is carried over and synced, nothing renamed: the caller's last chance to
+    refuse (by raising). After this the swap is committed."""
+    BEFORE_RENAMES = "before_renames"
+    """Committed; the destination's checkpoints already name the future log."""
+    SOURCE_RENAMED = "source_renamed"
+    """The source folder is ``-delete`` (not yet synced): from here until ``AFTER_RENAMES`` or
+    ``SOURCE_RESTORED`` a failure leaves both folders for start-up recovery."""
+    BETWEEN_RENAMES = "between_renames"
+    """The source's rename is synced; the future still has its ``-future`` name."""
+    SOURCE_RESTORED = "source_restored"
+    """The future could not be renamed and the source has its name back (then it raises)."""
+    AFTER_RENAMES = "after_renames"
+    """Both renamed and synced; the maps still name the source as current."""
+
+
+SwapCallback = Callable[[SwapPoint], None]
+
+_TRANSIENT_SUFFIXES = (".tmp", CLEANED_SUFFIX, SWAP_SUFFIX, ".deleted")
+_SWAP_LOCK_BACKOFF_S = 0.001
+_SWAP_LOCK_TRY_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +146,12 @@ class StartupReport:
 
 
 class LogManager:
+    """Every log directory of one broker and the replicas in them (Kafka's ``LogManager``).
+
+    Thread-safe (see the module's doc for the lock order). The maps are private: callers get
+    copies or single entries, and change them only through the methods below.
+    """
+
     def __init__(
         self,
         log_dirs: Sequence[LogDirSpec | str],
@@ -109,26 +164,26 @@ class LogManager:
         specs = [d if isinstance(d, LogDirSpec) else LogDirSpec(d) for d in log_dirs]
         if not specs:
             raise ValueError("log.dirs must name at least one directory")
-        self.specs: dict[str, LogDirSpec] = {}
+        self._specs: dict[str, LogDirSpec] = {}
         for spec in specs:
             if not os.path.isabs(spec.path):
                 raise ValueError(f"log dir {spec.path!r} must be an absolute path")
             path = os.path.normpath(spec.path)
-            if path in self.specs:
+            if path in self._specs:
                 raise ValueError(f"log dir {path} is listed twice")
-            self.specs[path] = LogDirSpec(path, spec.capacity_bytes)
-        self.dirs = list(self.specs)
+            self._specs[path] = LogDirSpec(path, spec.capacity_bytes)
+        self.dirs = list(self._specs)
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.default_config = default_config or LogConfig()
         self.channel = channel or LogDirFailureChannel()
-        self.lock = threading.RLock()
-        self.current_logs: dict[TopicPartition, Log] = {}
-        self.future_logs: dict[TopicPartition, Log] = {}
-        self.offline_replicas: dict[TopicPartition, str] = {}
-        self.preferred_dirs: dict[TopicPartition, str] = {}
-        self.cordoned: set[str] = set()
-        self.directory_ids: dict[str, str] = {}
+        self._lock = threading.RLock()
+        self._current_logs: dict[TopicPartition, Log] = {}
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._offline_replicas: dict[TopicPartition, str] = {}
+        self._preferred_dirs: dict[TopicPartition, str] = {}
+        self._cordoned: set[str] = set()
+        self._directory_ids: dict[str, str] = {}
         self._pending_deletes: list[str] = []
         self._listeners: list[OfflineReplicasListener] = []
         self._halt: Callable[[str], None] | None = None
@@ -190,7 +245,7 @@ class LogManager:
             self.channel.mark_offline(
                 d, f"meta.properties says it belongs to broker {owner}, not {self.broker_id}"
             )
-        self.directory_ids[d] = props.get("directory.id", "")
+        self._directory_ids[d] = props.get("directory.id", "")
 
     def _load_dir(self, d: str, report: StartupReport) -> list[Log]:
         with self.channel.guard(d, "open log dir"):
@@ -244,17 +299,17 @@ class LogManager:
         for logs in loaded.values():
             for lg in logs:
                 if lg.is_future:
-                    if lg.tp in self.future_logs:
+                    if lg.tp in self._future_logs:
                         self._quarantine(lg, report, "a second future copy")
                     else:
-                        self.future_logs[lg.tp] = lg
+                        self._future_logs[lg.tp] = lg
                     continue
-                other = self.current_logs.get(lg.tp)
+                other = self._current_logs.get(lg.tp)
                 if other is None:
-                    self.current_logs[lg.tp] = lg
+                    self._current_logs[lg.tp] = lg
                     continue
                 keep, drop = self._pick_duplicate(other, lg, vouched)
-                self.current_logs[lg.tp] = keep
+                self._current_logs[lg.tp] = keep
                 why = (
                     "named by its recovery checkpoint"
                     if keep.tp in vouched.get(keep.log_dir, set())
@@ -284,29 +339,29 @@ class LogManager:
 
     def _resolve_futures(self, report: StartupReport) -> None:
         offline = self.channel.offline_dirs()
-        for tp, fut in list(self.future_logs.items()):
-            if tp in self.current_logs:
+        for tp, fut in list(self._future_logs.items()):
+            if tp in self._current_logs:
                 report.resumable_moves[tp] = fut.log_dir
                 continue
             if offline:
                 # The source may be on the bad disk: never promote a possibly stale copy
                 # over it (KAFKA-16082). The replica is offline; the future is left alone.
-                del self.future_logs[tp]
+                del self._future_logs[tp]
                 fut.close()
-                self.offline_replicas[tp] = next(iter(offline))
+                self._offline_replicas[tp] = next(iter(offline))
                 report.note(
                     f"{tp}: only a future copy exists ({fut.dir_path}) and log dirs "
                     f"{sorted(offline)} are offline; replica offline, future left in place"
                 )
                 continue
-            del self.future_logs[tp]
+            del self._future_logs[tp]
             final = os.path.join(fut.log_dir, log_dir_name(tp))
             with fut.lock:
                 fut.rename_dir(final)
                 fut.is_future = False
             with self.channel.guard(fut.log_dir, "fsync after rename"):
                 fsync_dir(fut.log_dir)
-            self.current_logs[tp] = fut
+            self._current_logs[tp] = fut
             report.note(f"{tp}: renamed the finished future copy into place at {final}")
 
     def _check_live(self) -> None:
@@ -332,7 +387,7 @@ class LogManager:
 
     @property
     def offline_replica_count(self) -> int:
-        return len(self.offline_replicas)
+        return len(self._offline_replicas)
 
     def resolve_dir(self, path: str) -> str:
         """The configured directory ``path`` names, or a clear error (no traversal, no links)."""
@@ -345,7 +400,7 @@ class LogManager:
         norm = os.path.normpath(path)
         if norm != path.rstrip("/") or ".." in path.split("/"):
             raise InvalidLogDirError(f"log dir {path!r} is not in canonical form")
-        if norm in self.specs:
+        if norm in self._specs:
             real = os.path.realpath(norm)
             if real != norm and os.path.realpath(real) not in {
                 os.path.realpath(d) for d in self.dirs
@@ -361,7 +416,7 @@ class LogManager:
         st = os.statvfs(d)
         total = st.f_blocks * st.f_frsize
         usable = st.f_bavail * st.f_frsize
-        cap = self.specs[d].capacity_bytes
+        cap = self._specs[d].capacity_bytes
         if cap is not None:
             used = sum(lg.size for lg in self._logs_in(d))
             total = cap
@@ -369,10 +424,10 @@ class LogManager:
         return total, usable
 
     def _logs_in(self, d: str) -> list[Log]:
-        with self.lock:
+        with self._lock:
             return [
                 lg
-                for lg in (*self.current_logs.values(), *self.future_logs.values())
+                for lg in (*self._current_logs.values(), *self._future_logs.values())
                 if lg.log_dir == d
             ]
 
@@ -388,31 +443,96 @@ class LogManager:
                 except KafkaStorageError:
                     live = False
             out.append(
-                DirState(d, live, usable, len(self._logs_in(d)) if live else 0, d in self.cordoned)
+                DirState(d, live, usable, len(self._logs_in(d)) if live else 0, d in self._cordoned)
             )
         return out
 
     def set_cordoned(self, d: str, cordoned: bool) -> None:
         d = self.resolve_dir(d)
-        with self.lock:
+        with self._lock:
             if cordoned:
-                self.cordoned.add(d)
+                self._cordoned.add(d)
             else:
-                self.cordoned.discard(d)
+                self._cordoned.discard(d)
 
     # -- logs -----------------------------------------------------------------------------
 
     def get_log(self, tp: TopicPartition) -> Log | None:
-        return self.current_logs.get(tp)
+        return self._current_logs.get(tp)
 
     def get_future_log(self, tp: TopicPartition) -> Log | None:
-        return self.future_logs.get(tp)
+        return self._future_logs.get(tp)
+
+    def current_logs(self) -> dict[TopicPartition, Log]:
+        """A copy of the map of current logs (changes to it change nothing here)."""
+        with self._lock:
+            return dict(self._current_logs)
+
+    def future_logs(self) -> dict[TopicPartition, Log]:
+        """A copy of the map of future logs (moves in progress, KIP-113)."""
+        with self._lock:
+            return dict(self._future_logs)
+
+    def snapshot_logs(self) -> tuple[dict[TopicPartition, Log], dict[TopicPartition, Log]]:
+        """Copies of both maps taken together, so a swap is seen entirely or not at all."""
+        with self._lock:
+            return dict(self._current_logs), dict(self._future_logs)
+
+    def offline_replicas(self) -> dict[TopicPartition, str]:
+        """Replicas on failed directories, with the directory each was on."""
+        with self._lock:
+            return dict(self._offline_replicas)
+
+    def offline_replica_dir(self, tp: TopicPartition) -> str | None:
+        """The failed directory ``tp`` was on, or ``None`` if it is not offline."""
+        return self._offline_replicas.get(tp)
+
+    def directory_ids(self) -> dict[str, str]:
+        """``directory.id`` of each directory read at start-up (from ``meta.properties``)."""
+        with self._lock:
+            return dict(self._directory_ids)
+
+    # -- preferred directories (KIP-113: a move requested before the replica exists) -------
+
+    def preferred_dir(self, tp: TopicPartition) -> str | None:
+        return self._preferred_dirs.get(tp)
+
+    def set_preferred_dir(self, tp: TopicPartition, d: str) -> None:
+        """Create ``tp`` in ``d`` when it is created (placement then ignores usage)."""
+        with self._lock:
+            self._preferred_dirs[tp] = d
+
+    def clear_preferred_dir(self, tp: TopicPartition) -> None:
+        with self._lock:
+            self._preferred_dirs.pop(tp, None)
+
+    def current_log_or_prefer(self, tp: TopicPartition, d: str) -> Log:
+        """The first step of AlterReplicaLogDirs for ``tp`` to ``d`` (Kafka's
+        ``maybeUpdatePreferredLogDir`` and the replica lookup, under one lock).
+
+        Returns the current log, forgetting any preferred directory (the move takes over). A
+        replica on a failed directory raises KafkaStorageError. A replica not here yet raises
+        ReplicaNotAvailableError after remembering ``d``: it is created there when it arrives.
+        """
+        with self._lock:
+            source = self._current_logs.get(tp)
+            if source is not None:
+                self._preferred_dirs.pop(tp, None)
+                return source
+            offline = self._offline_replicas.get(tp)
+            if offline is not None:
+                raise KafkaStorageError(f"replica {tp} is offline: log directory {offline} failed")
+            self._preferred_dirs[tp] = d
+            raise ReplicaNotAvailableError(
+                f"replica {tp} is not on broker {self.broker_id} yet; it will be created "
+                f"in {d} when it arrives"
+            )
 
     def log_or_error(self, tp: TopicPartition) -> Log:
-        lg = self.current_logs.get(tp)
+        lg = self._current_logs.get(tp)
         if lg is not None:
             return lg
-        d = self.offline_replicas.get(tp)
+        d = self._offline_replicas.get(tp)
         if d is not None:
             raise KafkaStorageError(f"replica {tp} is offline: log directory {d} failed")
         raise ReplicaNotAvailableError(f"replica {tp} is not on broker {self.broker_id}")
@@ -427,15 +547,15 @@ class LogManager:
                 f"cannot create a log for {tp}: its folder name would be {len(name.encode())} "
                 f"bytes, over the {MAX_NAME_BYTES}-byte limit"
             )
-        with self.lock:
-            existing = self.current_logs.get(tp)
+        with self._lock:
+            existing = self._current_logs.get(tp)
             if existing is not None:
                 if config is not None:
                     existing.config = config
                 return existing
-            if tp in self.offline_replicas:
+            if tp in self._offline_replicas:
                 raise KafkaStorageError(
-                    f"replica {tp} is on offline log directory {self.offline_replicas[tp]}"
+                    f"replica {tp} is on offline log directory {self._offline_replicas[tp]}"
                 )
             offline = self.channel.offline_dirs()
             if not is_new and offline:
@@ -443,7 +563,7 @@ class LogManager:
                     f"cannot create log for {tp}: it is not new and log directories "
                     f"{sorted(offline)} are offline, so it may exist there (KIP-112)"
                 )
-            preferred = self.preferred_dirs.get(tp)
+            preferred = self._preferred_dirs.get(tp)
             last_error: Exception | None = None
             for d in rank_log_dirs(self.dir_states(), preferred=preferred):
                 try:
@@ -457,8 +577,8 @@ class LogManager:
                 except KafkaStorageError as e:
                     last_error = e  # that directory just went offline: try the next (KAFKA-8526)
                     continue
-                self.current_logs[tp] = lg
-                self.preferred_dirs.pop(tp, None)
+                self._current_logs[tp] = lg
+                self._preferred_dirs.pop(tp, None)
                 log.info(
                     "created log",
                     extra={"event": "log_created", "partition": str(tp), "log_dir": d},
@@ -468,9 +588,9 @@ class LogManager:
 
     def create_future_log(self, tp: TopicPartition, dest: str) -> Log:
         """The destination copy of a move (``<tp>.<uuid>-future`` on ``dest``)."""
-        with self.lock:
-            if tp in self.future_logs:
-                return self.future_logs[tp]
+        with self._lock:
+            if tp in self._future_logs:
+                return self._future_logs[tp]
             src = self.log_or_error(tp)
             lg = Log.create(
                 os.path.join(dest, future_dir_name(tp)),
@@ -481,22 +601,22 @@ class LogManager:
                 is_future=True,
                 start_offset=src.log_start_offset,
             )
-            self.future_logs[tp] = lg
+            self._future_logs[tp] = lg
             return lg
 
     def delete_log(self, tp: TopicPartition) -> None:
         """StopReplica(delete=true): rename to ``-delete`` now, remove the bytes later."""
-        with self.lock:
-            if tp in self.offline_replicas:
+        with self._lock:
+            if tp in self._offline_replicas:
                 raise KafkaStorageError(
-                    f"replica {tp} is on offline log directory {self.offline_replicas[tp]}; "
+                    f"replica {tp} is on offline log directory {self._offline_replicas[tp]}; "
                     "it will be deleted when the directory is replaced"
                 )
-            self.preferred_dirs.pop(tp, None)
-            fut = self.future_logs.pop(tp, None)
+            self._preferred_dirs.pop(tp, None)
+            fut = self._future_logs.pop(tp, None)
             if fut is not None:
                 self._retire(fut)
-            lg = self.current_logs.pop(tp, None)
+            lg = self._current_logs.pop(tp, None)
             if lg is not None:
                 self._retire(lg)
 
@@ -553,7 +673,7 @@ class LogManager:
                 raise InvalidLogDirError(
                     f"log dir {path!r} leads to the same directory as log dir {other} ({real})"
                 )
-        expected = self.directory_ids.get(d)
+        expected = self._directory_ids.get(d)
         if expected:
             with self.channel.guard(d, "check log dir identity"):
                 props = read_properties(os.path.join(d, META_PROPERTIES))
@@ -578,8 +698,8 @@ class LogManager:
         Writers are serialised, and a snapshot older than one already written is dropped.
         """
         self.channel.check(d)
-        with self.lock:
-            logs = [lg for lg in self.current_logs.values() if lg.log_dir == d]
+        with self._lock:
+            logs = [lg for lg in self._current_logs.values() if lg.log_dir == d]
             logs += [lg for lg in extra if lg.log_dir == d and lg not in logs]
             files = [
                 (RECOVERY_POINT_CHECKPOINT, {lg.tp: lg.recovery_point for lg in logs}),
@@ -611,9 +731,9 @@ class LogManager:
         path queued for deletion, or ``None`` when there is nothing to remove (the directory is
         offline, or the folder is already gone or queued).
         """
-        with self.lock:
-            if self.future_logs.get(tp) is future:
-                del self.future_logs[tp]
+        with self._lock:
+            if self._future_logs.get(tp) is future:
+                del self._future_logs[tp]
             with future.lock:
                 future.close_quietly()
                 parsed = parse_dir_name(os.path.basename(future.dir_path))
@@ -635,27 +755,169 @@ class LogManager:
             self._pending_deletes.append(target)
             return target
 
+    def replace_current_with_future_log(
+        self,
+        tp: TopicPartition,
+        source: Log,
+        future: Log,
+        *,
+        catch_up: Callable[[], None],
+        on_point: SwapCallback | None = None,
+    ) -> bool:
+        """Swap a finished move's future log in for the current one (KIP-113; Kafka's
+        ``replaceCurrentWithFutureLog``). Returns ``False``, changing nothing, when the future
+        has not caught up with the source; raises the error of a failed step.
+
+        One function in a fixed order, so a crash at any point leaves what start-up recovery
+        expects (a source with its future, or only a complete future, or only the new log):
+
+        1. flush the future and sync its folder (the bulk, while appends still run);
+        2. take this manager's lock, the source's append lock and the future's lock;
+        3. ``catch_up()``: the caller copies the last bytes (appends are held now);
+        4. the caught-up check: both logs end at the same offset, else return ``False``;
+        5. carry the replica's state over: log start offset, high watermark, leader epochs,
+           config (the recovery point is the future's own, as it was flushed), and the other
+           per-replica files (KAFKA-9263, KAFKA-15608); flush, sync both folders;
+        6. ``COMMIT``: the caller may still refuse by raising; then the destination's
+           checkpoints are written naming the future, so a crash between the renames keeps
+           its offsets;
+        7. rename the source to ``-delete`` and sync, then the future to the replica's name and
+           sync (if that fails, the source gets its name back before the error is raised);
+        8. the future becomes the current log, the source's ``successor`` points at it (holders
+           of the old object are redirected), the source is closed and its folder queued for
+           deletion in the background (:meth:`run_deletions`).
+
+        ``on_point`` hears each :class:`SwapPoint` as it is passed (the move engine keeps its
+        task's state and fires its crash hooks there). Both callbacks run under the locks.
+        """
+        point = on_point if on_point is not None else _ignore_point
+        dest, src_dir = future.log_dir, source.log_dir
+        future.flush()
+        with self.channel.guard(dest, f"sync future folder of {tp}"):
+            fsync_dir(future.dir_path)
+        with self._swap_locks(source), future.lock:
+            catch_up()
+            if self._current_logs.get(tp) is not source or self._future_logs.get(tp) is not future:
+                raise InvalidRequestError(
+                    f"cannot swap {tp}: {source.dir_path} and {future.dir_path} are not its "
+                    "current and future logs"
+                )
+            if future.log_end_offset != source.log_end_offset:
+                return False
+            future.adopt_replica_state(
+                log_start_offset=source.log_start_offset,
+                high_watermark=source.high_watermark,
+                epochs=source.epochs.entries(),
+                config=source.config,
+            )
+            self._carry_replica_files(tp, source, future)
+            future.flush()
+            with self.channel.guard(dest, f"sync future folder of {tp}"):
+                fsync_dir(future.dir_path)
+            with self.channel.guard(src_dir, f"sync folder of {tp}"):
+                fsync_dir(source.dir_path)  # also proves the source can still be renamed
+            point(SwapPoint.COMMIT)
+            self.write_dir_checkpoints(dest, [future])
+            point(SwapPoint.BEFORE_RENAMES)
+            original = source.dir_path
+            trash = os.path.join(src_dir, delete_dir_name(tp))
+            source.rename_dir(trash)
+            point(SwapPoint.SOURCE_RENAMED)
+            with self.channel.guard(src_dir, f"sync after renaming {tp}"):
+                fsync_dir(src_dir)
+            point(SwapPoint.BETWEEN_RENAMES)
+            try:
+                future.rename_dir(os.path.join(dest, log_dir_name(tp)))
+                with self.channel.guard(dest, f"sync after renaming {tp}"):
+                    fsync_dir(dest)
+            except KafkaError:
+                if self._undo_rename(tp, source, original):
+                    point(SwapPoint.SOURCE_RESTORED)
+                raise
+            point(SwapPoint.AFTER_RENAMES)
+            future.is_future = False
+            self._current_logs[tp] = future
+            if self._future_logs.get(tp) is future:
+                del self._future_logs[tp]
+            source.successor = future
+            source.close_quietly()
+            self._pending_deletes.append(trash)
+        return True
+
+    @contextmanager
+    def _swap_locks(self, source: Log) -> Iterator[None]:
+        """This manager's lock, then the source's append lock, without ever waiting for the
+        second while holding the first (a failing append takes the manager's lock too)."""
+        while True:
+            self._lock.acquire()
+            if source.lock.acquire(timeout=_SWAP_LOCK_TRY_S):
+                break
+            self._lock.release()
+            time.sleep(_SWAP_LOCK_BACKOFF_S)
+        try:
+            yield
+        finally:
+            source.lock.release()
+            self._lock.release()
+
+    def _undo_rename(self, tp: TopicPartition, source: Log, original: str) -> bool:
+        """Give the source its name back after the future's rename failed; ``False`` (logged)
+        if that fails too: both folders then stay for start-up recovery."""
+        try:
+            source.rename_dir(original)
+            with self.channel.guard(source.log_dir, f"sync after renaming {tp} back"):
+                fsync_dir(source.log_dir)
+        except KafkaError as e:
+            log.error(
+                "could not rename %s back to %s: %s",
+                source.dir_path,
+                original,
+                e,
+                extra={"event": "replica_move_stranded", "partition": str(tp)},
+            )
+            return False
+        return True
+
+    def _carry_replica_files(self, tp: TopicPartition, source: Log, future: Log) -> None:
+        """Per-replica files other than segments and the epoch checkpoint (which the future
+        writes itself): ``partition.metadata``, producer snapshots... must move too."""
+        with self.channel.guard(source.log_dir, f"list {tp} for a move"):
+            files: dict[str, bytes] = {}
+            for name in sorted(os.listdir(source.dir_path)):
+                if (
+                    name == LEADER_EPOCH_CHECKPOINT
+                    or parse_segment_file(name) is not None
+                    or name.endswith(_TRANSIENT_SUFFIXES)
+                    or not os.path.isfile(os.path.join(source.dir_path, name))
+                ):
+                    continue
+                with open(os.path.join(source.dir_path, name), "rb") as f:
+                    files[name] = f.read()
+        with self.channel.guard(future.log_dir, f"copy {tp} replica files"):
+            for name, data in files.items():
+                write_atomically(os.path.join(future.dir_path, name), data)
+
     # -- failure --------------------------------------------------------------------------
 
     def _on_dir_offline(self, d: str, reason: str) -> None:
         """Runs on the failure channel's handler thread, holding no other lock."""
         retired: list[Log] = []
-        with self.lock:
+        with self._lock:
             gone: list[TopicPartition] = []
-            for tp, lg in list(self.current_logs.items()):
+            for tp, lg in list(self._current_logs.items()):
                 if lg.log_dir == d:
                     lg.mark_offline()
-                    del self.current_logs[tp]
-                    self.offline_replicas[tp] = d
+                    del self._current_logs[tp]
+                    self._offline_replicas[tp] = d
                     gone.append(tp)
                     retired.append(lg)
-            for tp, lg in list(self.future_logs.items()):
+            for tp, lg in list(self._future_logs.items()):
                 if lg.log_dir == d:
                     lg.mark_offline()
-                    del self.future_logs[tp]
+                    del self._future_logs[tp]
                     retired.append(lg)
-            for tp, lg in self.future_logs.items():
-                if tp in self.offline_replicas:
+            for tp, lg in self._future_logs.items():
+                if tp in self._offline_replicas:
                     lg.mark_offline()  # its source is gone: the move cannot finish
         # Release the failed disk's descriptors (so it can be unmounted and replaced);
         # each under its log's lock, never while holding the manager's.
@@ -690,25 +952,25 @@ class LogManager:
                 continue
             reason = self.channel.reason(d)
             if reason is not None:
-                out.append(LogDirInfo(d, False, reason, 0, 0, d in self.cordoned))
+                out.append(LogDirInfo(d, False, reason, 0, 0, d in self._cordoned))
                 continue
             try:
                 with self.channel.guard(d, "statvfs"):
                     total, usable = self.dir_usage(d)
             except KafkaStorageError as e:
-                out.append(LogDirInfo(d, False, str(e), 0, 0, d in self.cordoned))
+                out.append(LogDirInfo(d, False, str(e), 0, 0, d in self._cordoned))
                 continue
             replicas: list[ReplicaInfo] = []
-            with self.lock:
-                pairs = [(lg, False) for lg in self.current_logs.values() if lg.log_dir == d]
-                pairs += [(lg, True) for lg in self.future_logs.values() if lg.log_dir == d]
+            with self._lock:
+                pairs = [(lg, False) for lg in self._current_logs.values() if lg.log_dir == d]
+                pairs += [(lg, True) for lg in self._future_logs.values() if lg.log_dir == d]
             for lg, is_future in sorted(pairs, key=lambda p: (p[0].tp, p[1])):
                 if want_topics is not None and lg.tp.topic not in want_topics:
                     continue
                 snap = lg.snapshot()
                 lag = 0
                 if is_future:
-                    cur = self.current_logs.get(lg.tp)
+                    cur = self._current_logs.get(lg.tp)
                     lag = max(0, cur.log_end_offset - snap.log_end_offset) if cur else 0
                 replicas.append(
                     ReplicaInfo(
@@ -720,7 +982,7 @@ class LogManager:
                         snap.log_end_offset,
                     )
                 )
-            out.append(LogDirInfo(d, True, None, total, usable, d in self.cordoned, replicas))
+            out.append(LogDirInfo(d, True, None, total, usable, d in self._cordoned, replicas))
         return out
 
     # -- periodic work and shutdown -------------------------------------------------------
@@ -734,7 +996,7 @@ class LogManager:
                 continue
 
     def flush_all(self) -> None:
-        for lg in list(self.current_logs.values()) + list(self.future_logs.values()):
+        for lg in list(self._current_logs.values()) + list(self._future_logs.values()):
             try:
                 if lg.recovery_point < lg.log_end_offset:
                     lg.flush()
@@ -744,7 +1006,7 @@ class LogManager:
     def cleanup(self, now: int | None = None) -> int:
         """Retention over every current log; returns the bytes deleted."""
         total = 0
-        for lg in list(self.current_logs.values()):
+        for lg in list(self._current_logs.values()):
             try:
                 total += lg.delete_old_segments(now)
             except KafkaStorageError:
@@ -753,8 +1015,8 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush, checkpoint, and mark each live directory cleanly shut down."""
-        with self.lock:
-            logs = list(self.current_logs.values()) + list(self.future_logs.values())
+        with self._lock:
+            logs = list(self._current_logs.values()) + list(self._future_logs.values())
         for lg in logs:
             try:
                 lg.close()
@@ -767,3 +1029,7 @@ class LogManager:
                     write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
             except KafkaStorageError:
                 continue
+
+
+def _ignore_point(point: SwapPoint) -> None:
+    """The default :data:`SwapCallback`: a caller with nothing to do at the swap's points."""
