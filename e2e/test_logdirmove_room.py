@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from e2e.test_logdirmove_bad_input import (
 from jbod_broker.storage.names import TopicPartition
 from tests.integration.counting import fill_bytes
 from tests.kube_cluster import KubeCluster
+from tests.tmpfs import mounted_tmpfs
 
 pytestmark = pytest.mark.e2e
 
@@ -40,27 +40,18 @@ SMALL = "4m"
 def sc(kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     work: Path = tmp_path_factory.mktemp("ldm-room")
     small = work / "brokers" / "broker-0" / "data-b"
-    small.mkdir(parents=True)
-    res = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={SMALL},mode=0755", "tmpfs", str(small)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip() or res.returncode}")
-    try:
-        with Scenario(
+    with (
+        mounted_tmpfs(str(small), SMALL),
+        Scenario(
             kube_cluster,
             work,
             NS,
             brokers=1,
             dirs=("a", "b"),
             operator_env={"JBOD_OPERATOR_MOVE_POLL_SECONDS": "0.5"},
-        ) as s:
-            yield s
-    finally:
-        subprocess.run(["umount", "-l", str(small)], check=False)
+        ) as s,
+    ):
+        yield s
 
 
 def test_a_move_to_a_dir_without_room_fails_before_anything_is_sent(sc: Scenario) -> None:

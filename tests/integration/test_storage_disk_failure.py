@@ -12,10 +12,8 @@ those with small segments or ``lm.checkpoint()``.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +29,7 @@ from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition, log_dir_name
 from jbod_broker.storage.records import build_batch, decode_batch, validate_batches
+from tests.tmpfs import close_fds_under, fill_up, mounted_tmpfs, resize_tmpfs
 
 pytestmark = pytest.mark.integration
 
@@ -129,18 +128,6 @@ def open_fds_under(path: str) -> list[str]:
         if target.startswith(prefix):
             out.append(target)
     return out
-
-
-def close_fds_under(path: str) -> None:
-    """Close, without writing anything, every descriptor this process holds under ``path``."""
-    prefix = os.path.realpath(path) + os.sep
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(prefix):
-            os.close(int(fd))
 
 
 class Recorder:
@@ -483,33 +470,8 @@ def test_dir_unreadable_at_startup_is_offline_and_its_replicas_are_not_recreated
 @pytest.fixture
 def small_tmpfs(tmp_path: Path) -> Iterator[str]:
     """A 2 MiB tmpfs mounted on a fresh directory; unmounted at the end."""
-    mnt = tmp_path / "small-disk"
-    mnt.mkdir()
-    res = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m,mode=0755", "tmpfs", str(mnt)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip() or res.returncode}")
-    try:
-        yield str(mnt)
-    finally:
-        res = subprocess.run(["umount", str(mnt)], capture_output=True, text=True, check=False)
-        if res.returncode != 0:
-            # Still busy (descriptors left open): detach it so the test run can go on.
-            subprocess.run(["umount", "-l", str(mnt)], check=False)
-
-
-def fill_up(mount: str) -> None:
-    """Write a filler file on ``mount`` until the filesystem has no block left."""
-    with contextlib.suppress(OSError), open(os.path.join(mount, "filler"), "wb") as f:
-        while True:
-            f.write(bytes(4096))
-            f.flush()
-    free = os.statvfs(mount)
-    assert free.f_bavail * free.f_frsize < 4096, f"{mount} is not full"
+    with mounted_tmpfs(str(tmp_path / "small-disk"), "2m") as mnt:
+        yield mnt
 
 
 def test_full_filesystem_takes_only_that_directory_offline(
@@ -564,7 +526,7 @@ def test_full_filesystem_takes_only_that_directory_offline(
 
     # The operator grows the volume and restarts the broker: recovery cuts the torn tail
     # the failed write left, and every acknowledged record is there, on every directory.
-    subprocess.run(["mount", "-o", "remount,size=8m", small_tmpfs], check=True)
+    resize_tmpfs(small_tmpfs, "8m")
     lm2 = new_manager(dirs, config=config)
     lm2.startup()
     lm2.channel.drain()
