@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .storage.checkpoints import parse_properties
 from .storage.log import LogConfig
+from .storage.room import MAX_PERCENT as MAX_HEADROOM_PERCENT
+from .storage.room import Headroom
 
 ENV_PREFIX = "JBOD_"
 ENTRY_POINT_VARS = frozenset({"JBOD_CONFIG", "JBOD_LOG_LEVEL"})
@@ -60,6 +62,13 @@ class BrokerConfig(BaseModel):
     num_replica_alter_log_dirs_threads: Annotated[
         int | None, Field(ge=1, le=256, alias="num.replica.alter.log.dirs.threads")
     ] = None
+    log_dir_headroom_bytes: Annotated[int, Field(ge=0, alias="log.dir.headroom.bytes")] = 0
+    """Bytes every log dir keeps free: no move or new replica may eat into them (issue 13)."""
+    log_dir_headroom_percent: Annotated[
+        float, Field(ge=0, le=MAX_HEADROOM_PERCENT, alias="log.dir.headroom.percent")
+    ] = 1.0
+    """The same as a share of each dir's capacity; the larger of the two applies. It covers
+    what cannot be predicted: a replica growing while it moves, indexes, checkpoints."""
     num_replica_fetchers: Annotated[int, Field(ge=1, le=64, alias="num.replica.fetchers")] = 1
     log_segment_bytes: Annotated[int, Field(ge=1024, alias="log.segment.bytes")] = 1 << 30
     log_segment_ms: Annotated[int, Field(ge=1, alias="log.segment.ms")] = 7 * 24 * 3600 * 1000
@@ -139,6 +148,10 @@ class BrokerConfig(BaseModel):
     @property
     def url(self) -> str:
         return self.advertised_url or self.listeners
+
+    @property
+    def headroom(self) -> Headroom:
+        return Headroom(bytes=self.log_dir_headroom_bytes, percent=self.log_dir_headroom_percent)
 
     @property
     def move_threads(self) -> int:
@@ -234,6 +247,11 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -
                 values[key] = int(value)
             except ValueError as e:
                 raise ConfigError(f"{key} must be an integer, got {value!r}") from e
+        if field.annotation is float and isinstance(value, str):
+            try:
+                values[key] = float(value)
+            except ValueError as e:
+                raise ConfigError(f"{key} must be a number, got {value!r}") from e
     try:
         cfg = BrokerConfig.model_validate(values)
     except ValidationError as e:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from .storage.errors import (
     CorruptRecordError,
+    InsufficientSpaceError,
     InvalidLogDirError,
     InvalidRecordError,
     InvalidRequestError,
@@ -52,6 +53,7 @@ __all__ = [
     "AuthError",
     "CorruptRecordError",
     "FencedLeaderEpochError",
+    "InsufficientSpaceError",
     "InvalidLogDirError",
     "InvalidRecordError",
     "InvalidRequestError",
@@ -136,6 +138,7 @@ HTTP_STATUS: list[tuple[type[KafkaError], int]] = [
     (NotLeaderOrFollowerError, 409),
     (NotEnoughReplicasError, 503),
     (NotEnoughReplicasAfterAppendError, 503),
+    (InsufficientSpaceError, 507),
     (KafkaStorageError, 503),
     (NoLiveLogDirError, 503),
     (RequestTimedOutError, 504),

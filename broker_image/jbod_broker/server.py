@@ -59,6 +59,7 @@ class Broker:
             config.log_dirs,
             broker_id=config.broker_id,
             default_config=config.log_config(),
+            headroom=config.headroom,
         )
         self.replicas = ReplicaManager(config, self.logs)
         self.fetchers = FetcherManager(self.replicas, self.token)
@@ -314,6 +315,8 @@ async def describe_log_dirs(request: web.Request) -> web.Response:
                     total_bytes=i.total_bytes,
                     usable_bytes=i.usable_bytes,
                     cordoned=i.cordoned,
+                    reserved_bytes=i.reserved_bytes,
+                    headroom_bytes=i.headroom_bytes,
                     partitions=[
                         wire.ReplicaDescription(
                             topic=r.topic,

@@ -197,6 +197,12 @@ def test_config_is_frozen(tmp_path: Path, token_file: Path) -> None:
         ({"listeners": "http://:9092"}, "listeners", "http://HOST:PORT"),
         ({"auth.disabled": "yes"}, "auth.disabled", "true or false"),
         ({"data.auth.required": "1"}, "data.auth.required", "true or false"),
+        ({"log.dir.headroom.bytes": "-1"}, "log.dir.headroom.bytes", ""),
+        ({"log.dir.headroom.bytes": "1GB"}, "log.dir.headroom.bytes", "integer"),
+        ({"log.dir.headroom.percent": "-0.5"}, "log.dir.headroom.percent", ""),
+        ({"log.dir.headroom.percent": "51"}, "log.dir.headroom.percent", ""),
+        ({"log.dir.headroom.percent": "nan"}, "log.dir.headroom.percent", ""),
+        ({"log.dir.headroom.percent": "five"}, "log.dir.headroom.percent", "number"),
     ],
 )
 def test_bad_value_names_the_setting(
@@ -344,3 +350,20 @@ def test_topic_flush_messages_below_one_is_refused(
 def test_operator_variables_are_not_settings(tmp_path: Path, token_file: Path) -> None:
     env = {"JBOD_OPERATOR_NAMESPACE": "kafka", "JBOD_BROKER_ID": "2"}
     assert load(tmp_path, base_props(tmp_path, token_file), env).broker_id == 2
+
+
+def test_headroom_defaults_and_settings(tmp_path: Path, token_file: Path) -> None:
+    cfg = load(tmp_path, base_props(tmp_path, token_file))
+    assert cfg.headroom.of(1_000_000) == 10_000  # 1% of capacity by default
+    cfg = load(
+        tmp_path,
+        {
+            **base_props(tmp_path, token_file),
+            "log.dir.headroom.bytes": "50000",
+            "log.dir.headroom.percent": "2.5",
+        },
+    )
+    assert cfg.headroom.of(1_000_000) == 50_000  # the larger of the two
+    assert cfg.headroom.of(10_000_000) == 250_000
+    env = {"JBOD_LOG_DIR_HEADROOM_PERCENT": "0"}
+    assert load(tmp_path, base_props(tmp_path, token_file), env).headroom.of(10**9) == 0

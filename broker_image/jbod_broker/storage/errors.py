@@ -19,6 +19,7 @@ error a broker can answer with" catches :class:`KafkaError`. The part of the tre
         ├── RecordTooLargeError      a batch larger than max.message.bytes
         ├── InvalidRecordError       a batch that is well formed but unacceptable here
         ├── KafkaStorageError        the directory holding the replica is offline
+        ├── InsufficientSpaceError   a directory has no room for a move or a new replica
         ├── LogDirNotFoundError      no configured directory with that path
         ├── ReplicaNotAvailableError the replica has no log on this broker (yet)
         └── NoLiveLogDirError        every log directory is offline: the broker must stop
@@ -73,6 +74,16 @@ class InvalidRecordError(StorageError):
 
 class KafkaStorageError(StorageError):
     kafka_error = "KAFKA_STORAGE_ERROR"
+
+
+class InsufficientSpaceError(StorageError):
+    """No room on a directory for a move or a new replica (storage.room's rule), refused
+    before any byte lands. Kafka has no code for it; POLICY_VIOLATION says "your request
+    breaks a rule this broker enforces" and the message names the dir and every figure.
+    The directory stays online: this is not a disk failure.
+    """
+
+    kafka_error = "POLICY_VIOLATION"
 
 
 class LogDirNotFoundError(StorageError):

@@ -47,6 +47,7 @@ from .checkpoints import (
 )
 from .diskio import LogDirFailureChannel, fsync_dir, write_atomically
 from .errors import (
+    InsufficientSpaceError,
     InvalidLogDirError,
     InvalidRequestError,
     InvalidTopicError,
@@ -71,6 +72,7 @@ from .names import (
     stray_dir_name,
 )
 from .placement import DirState, rank_log_dirs
+from .room import DirSpace, Headroom, RoomVerdict, check_room, remaining_to_write
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +135,10 @@ class LogDirInfo:
     usable_bytes: int
     cordoned: bool
     replicas: list[ReplicaInfo] = field(default_factory=list)
+    reserved_bytes: int = 0
+    """What moves in flight to this dir still have to write."""
+    headroom_bytes: int = 0
+    """What the broker keeps free here (its headroom applied to the capacity)."""
 
 
 @dataclass
@@ -160,6 +166,7 @@ class LogManager:
         cluster_id: str | None = None,
         default_config: LogConfig | None = None,
         channel: LogDirFailureChannel | None = None,
+        headroom: Headroom | None = None,
     ) -> None:
         specs = [d if isinstance(d, LogDirSpec) else LogDirSpec(d) for d in log_dirs]
         if not specs:
@@ -183,6 +190,11 @@ class LogManager:
         self._offline_replicas: dict[TopicPartition, str] = {}
         self._preferred_dirs: dict[TopicPartition, str] = {}
         self._cordoned: set[str] = set()
+        self.headroom = headroom or Headroom()
+        # Room promised to moves in flight: replica -> destination dir. The amount is computed
+        # when asked (what the move still has to write), so a copy in progress holds exactly
+        # its remainder and a source that grows holds more (issue 13, storage.room).
+        self._reservations: dict[TopicPartition, str] = {}
         self._directory_ids: dict[str, str] = {}
         self._pending_deletes: list[str] = []
         self._listeners: list[OfflineReplicasListener] = []
@@ -455,6 +467,62 @@ class LogManager:
             else:
                 self._cordoned.discard(d)
 
+    # -- room (issue 13: a move never fills a disk) ----------------------------------------
+
+    def dir_space(self, d: str, *, excluding: TopicPartition | None = None) -> DirSpace:
+        """A live directory's space and what moves in flight to it still have to write."""
+        with self.channel.guard(d, "statvfs"):
+            total, usable = self.dir_usage(d)
+        with self._lock:
+            reserved = sum(
+                self._still_to_write(tp)
+                for tp, dest in self._reservations.items()
+                if dest == d and tp != excluding
+            )
+        return DirSpace(d, total, usable, reserved)
+
+    def reserved_bytes(self, d: str) -> int:
+        """What the moves in flight to ``d`` still have to write (0 when none)."""
+        with self._lock:
+            return sum(
+                self._still_to_write(tp) for tp, dest in self._reservations.items() if dest == d
+            )
+
+    def headroom_bytes(self, d: str) -> int:
+        """The bytes this broker keeps free on ``d`` (its headroom applied to the capacity)."""
+        with self.channel.guard(d, "statvfs"):
+            return self.headroom.of(self.dir_usage(d)[0])
+
+    def _still_to_write(self, tp: TopicPartition) -> int:
+        src = self._current_logs.get(tp)
+        if src is None:
+            return 0
+        fut = self._future_logs.get(tp)
+        return remaining_to_write(src.size, fut.size if fut is not None else 0)
+
+    def room_for_move(self, tp: TopicPartition, dest: str) -> RoomVerdict:
+        """Whether moving ``tp`` to ``dest`` fits now, beside the moves already reserved."""
+        with self._lock:
+            need = self._still_to_write(tp)
+            return check_room(self.dir_space(dest, excluding=tp), need, self.headroom)
+
+    def reserve_room(self, tp: TopicPartition, dest: str) -> None:
+        """Promise ``dest`` the room ``tp``'s move still needs, or refuse saying why.
+
+        Check and promise are one step under the manager's lock, so two moves that each fit
+        alone but not together are never both accepted: the second sees the first's
+        reservation. Released by :meth:`release_room` when the move ends, whatever the end.
+        """
+        with self._lock:
+            verdict = self.room_for_move(tp, dest)
+            if not verdict.fits:
+                raise InsufficientSpaceError(f"cannot move {tp}: {verdict.reason}")
+            self._reservations[tp] = dest
+
+    def release_room(self, tp: TopicPartition) -> None:
+        with self._lock:
+            self._reservations.pop(tp, None)
+
     # -- logs -----------------------------------------------------------------------------
 
     def get_log(self, tp: TopicPartition) -> Log | None:
@@ -565,7 +633,7 @@ class LogManager:
                 )
             preferred = self._preferred_dirs.get(tp)
             last_error: Exception | None = None
-            for d in rank_log_dirs(self.dir_states(), preferred=preferred):
+            for d in self._dirs_with_room_for_new_replica(tp, preferred):
                 try:
                     lg = Log.create(
                         os.path.join(d, log_dir_name(tp)),
@@ -585,6 +653,26 @@ class LogManager:
                 )
                 return lg
             raise KafkaStorageError(f"cannot create log for {tp}: {last_error}")
+
+    def _dirs_with_room_for_new_replica(
+        self, tp: TopicPartition, preferred: str | None
+    ) -> list[str]:
+        """Candidates for a new replica, best first, leaving out dirs without room (issue 13).
+
+        A dir at or under its headroom gets no new replica, even when named ahead of time:
+        the replica would fill it. When no live dir has room the creation is refused with
+        each dir's figures; the dirs stay online.
+        """
+        states = self.dir_states()
+        full = {st.path: self.dir_space(st.path) for st in states if st.live}
+        full = {d: sp for d, sp in full.items() if not check_room(sp, 0, self.headroom).fits}
+        try:
+            return rank_log_dirs(states, preferred=preferred, exclude=full)
+        except KafkaStorageError:
+            if not full:
+                raise
+            reasons = "; ".join(check_room(sp, 0, self.headroom).reason for sp in full.values())
+            raise InsufficientSpaceError(f"cannot create a log for {tp}: {reasons}") from None
 
     def create_future_log(self, tp: TopicPartition, dest: str) -> Log:
         """The destination copy of a move (``<tp>.<uuid>-future`` on ``dest``)."""
@@ -982,7 +1070,19 @@ class LogManager:
                         snap.log_end_offset,
                     )
                 )
-            out.append(LogDirInfo(d, True, None, total, usable, d in self._cordoned, replicas))
+            out.append(
+                LogDirInfo(
+                    d,
+                    True,
+                    None,
+                    total,
+                    usable,
+                    d in self._cordoned,
+                    replicas,
+                    reserved_bytes=self.reserved_bytes(d),
+                    headroom_bytes=self.headroom.of(total),
+                )
+            )
         return out
 
     # -- periodic work and shutdown -------------------------------------------------------
