@@ -15,6 +15,7 @@ listeners inline would invert the manager-then-log lock order and deadlock.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import queue
@@ -22,11 +23,27 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from .errors import KafkaStorageError
+from .errors import InsufficientSpaceError, KafkaStorageError
 
 log = logging.getLogger(__name__)
 
 OfflineListener = Callable[[str, str], None]
+
+OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""The errnos of a full filesystem (or a full quota)."""
+
+
+def shortage(dir_path: str, what: str, e: OSError) -> InsufficientSpaceError:
+    """A move's own write ran out of space: that move's failure, not the directory's.
+
+    Issue 13: an ENOSPC raised by a move's writes into its ``-future`` folder ends the move
+    (the engine removes the folder) and leaves the directory online with its other replicas;
+    only an ENOSPC on a current replica's write is a disk failure (KIP-112).
+    """
+    where = f" ({e.filename})" if e.filename else ""
+    return InsufficientSpaceError(
+        f"log dir {dir_path} ran out of space: {what}: {os.strerror(e.errno or 0)}{where}"
+    )
 
 
 class LogDirFailureChannel:
@@ -100,12 +117,18 @@ class LogDirFailureChannel:
             raise KafkaStorageError(f"log directory {dir_path} is offline: {reason}")
 
     @contextmanager
-    def guard(self, dir_path: str, what: str) -> Iterator[None]:
-        """Run a disk operation on ``dir_path``; an OSError takes that directory offline."""
+    def guard(self, dir_path: str, what: str, *, shortage_fails_dir: bool = True) -> Iterator[None]:
+        """Run a disk operation on ``dir_path``; an OSError takes that directory offline.
+
+        ``shortage_fails_dir=False`` is for a move's writes into its future copy: running out
+        of space there raises :func:`shortage` and the directory stays online.
+        """
         self.check(dir_path)
         try:
             yield
         except OSError as e:
+            if not shortage_fails_dir and e.errno in OUT_OF_SPACE:
+                raise shortage(dir_path, what, e) from e
             reason = f"{what}: {os.strerror(e.errno) if e.errno else e}"
             if e.filename:
                 reason += f" ({e.filename})"

@@ -23,7 +23,7 @@ from typing import NamedTuple, ParamSpec, TypeVar
 
 from .checkpoints import CheckpointError, format_epochs, parse_epochs
 from .clock import wall_ms
-from .diskio import LogDirFailureChannel, write_atomically
+from .diskio import OUT_OF_SPACE, LogDirFailureChannel, shortage, write_atomically
 from .errors import (
     InvalidRecordError,
     InvalidRequestError,
@@ -318,8 +318,10 @@ class Log:
         self._refuse_if_unusable()
         self.channel.check(self.log_dir)
 
-    def _io_failed(self, e: OSError, what: str) -> KafkaStorageError:
+    def _io_failed(self, e: OSError, what: str) -> StorageError:
         """What the failure guard does, for the hot paths that inline it."""
+        if self.is_future and e.errno in OUT_OF_SPACE:
+            return shortage(self.log_dir, f"{what} {self.tp}", e)
         reason = f"{what} {self.tp}: {os.strerror(e.errno) if e.errno else e}"
         if e.filename:
             reason += f" ({e.filename})"
@@ -329,7 +331,10 @@ class Log:
     @contextmanager
     def _guard(self, what: str, *, closed_ok: bool = False) -> Iterator[None]:
         self._refuse_if_unusable(closed_ok=closed_ok)
-        with self.channel.guard(self.log_dir, f"{what} {self.tp}"):
+        # A future copy that runs out of space fails its move, not its directory (issue 13).
+        with self.channel.guard(
+            self.log_dir, f"{what} {self.tp}", shortage_fails_dir=not self.is_future
+        ):
             yield
 
     def _append_segment(self, seg: LogSegment) -> None:
