@@ -22,7 +22,6 @@ from jbod_broker.move import (
     start_storage,
 )
 from jbod_broker.move.config import THREADS, THROTTLED_RATE_ALIAS
-from jbod_broker.move.testing import Appender, check_sequence, fill, read_values
 from jbod_broker.storage.errors import (
     InvalidLogDirError,
     KafkaStorageError,
@@ -31,6 +30,7 @@ from jbod_broker.storage.errors import (
 from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition
+from tests.move_helpers import Appender, check_sequence, fill, read_values
 
 TP = TopicPartition("moves", 0)
 CONFIG = LogConfig(segment_bytes=64 * 1024)
