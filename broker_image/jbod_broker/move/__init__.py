@@ -1,21 +1,13 @@
 """Moving replicas between the log directories of one broker (KIP-113).
 
 The public API: :class:`ReplicaMoveEngine` (alter, cancel, describe, wait, resume, shutdown),
-the shared :class:`Throttle`, the zero-copy :class:`FileCopier`, the settings parser
-:func:`parse_move_config` and the start-up glue :func:`start_storage`.
+the shared :class:`Throttle`, the zero-copy :class:`FileCopier` and the start-up glue
+:func:`start_storage`. Its settings are the broker's (:class:`jbod_broker.config.BrokerConfig`).
 """
 
 from __future__ import annotations
 
 from ..wire import MoveState
-from .config import (
-    THREADS,
-    THROTTLED_RATE,
-    THROTTLED_RATE_ALIAS,
-    MoveConfig,
-    MoveConfigError,
-    parse_move_config,
-)
 from .copy import CopyIOError, CopyMethod, FileCopier
 from .engine import (
     ANY,
@@ -32,21 +24,15 @@ __all__ = [
     "ANY",
     "CRASH_ENV",
     "PAUSE_ENV",
-    "THREADS",
-    "THROTTLED_RATE",
-    "THROTTLED_RATE_ALIAS",
     "AlterResult",
     "CopyIOError",
     "CopyMethod",
     "FileCopier",
-    "MoveConfig",
-    "MoveConfigError",
     "MoveEngineStoppedError",
     "MoveHooks",
     "MoveState",
     "ReplicaLogDirInfo",
     "ReplicaMoveEngine",
     "Throttle",
-    "parse_move_config",
     "start_storage",
 ]

@@ -70,7 +70,6 @@ from ..storage.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHe
 from ..storage.segment import BatchMeta, LogSegment
 from ..wire import MoveState
 from . import hooks as hk
-from .config import MoveConfig, parse_move_config
 from .copy import ALL_METHODS, CopyIOError, CopyMethod, FileCopier
 from .hooks import MoveHooks
 from .throttle import MAX_CHUNK, Throttle
@@ -245,14 +244,6 @@ class ReplicaMoveEngine:
         log_manager.channel.add_listener(self._on_dir_offline)
         if start:
             self.start()
-
-    @classmethod
-    def from_config(
-        cls, log_manager: LogManager, props: Mapping[str, object], **kwargs: Any
-    ) -> ReplicaMoveEngine:
-        """Build from broker properties (see :mod:`.config` for the keys)."""
-        cfg: MoveConfig = parse_move_config(props, log_dir_count=len(log_manager.dirs))
-        return cls(log_manager, threads=cfg.threads, throttle_rate=cfg.throttled_rate, **kwargs)
 
     # -- lifecycle ------------------------------------------------------------------------
 
