@@ -9,21 +9,16 @@ from __future__ import annotations
 
 from ..wire import MoveState
 from .copy import CopyIOError, CopyMethod, FileCopier
-from .engine import (
-    ANY,
-    AlterResult,
-    MoveEngineStoppedError,
-    ReplicaLogDirInfo,
-    ReplicaMoveEngine,
-)
+from .engine import AlterResult, MoveEngineStoppedError, ReplicaMoveEngine
 from .hooks import CRASH_ENV, PAUSE_ENV, MoveHooks
 from .recovery import start_storage
+from .task import TRANSITIONS, MoveTransitionError, ReplicaLogDirInfo, check_transition
 from .throttle import Throttle
 
 __all__ = [
-    "ANY",
     "CRASH_ENV",
     "PAUSE_ENV",
+    "TRANSITIONS",
     "AlterResult",
     "CopyIOError",
     "CopyMethod",
@@ -31,8 +26,10 @@ __all__ = [
     "MoveEngineStoppedError",
     "MoveHooks",
     "MoveState",
+    "MoveTransitionError",
     "ReplicaLogDirInfo",
     "ReplicaMoveEngine",
     "Throttle",
+    "check_transition",
     "start_storage",
 ]
