@@ -2,8 +2,11 @@
 
 Names are Kafka's (``broker.id``, ``log.dirs``, ``replica.lag.time.max.ms``...), so a Kafka user
 reads them without a glossary. ``JBOD_<NAME>`` environment variables override the file, with
-dots as underscores and upper case (``JBOD_BROKER_ID`` for ``broker.id``). Everything is
-validated once at start-up; a bad value stops the broker with a message naming the setting.
+dots as underscores and upper case (``JBOD_BROKER_ID`` for ``broker.id``). A few settings
+also answer to a second name (:data:`ALIASES`); given under both names in one place, the two
+values must agree. Everything is validated once at start-up; a bad value stops the broker with
+a message naming the setting. This is the broker's only settings parser: the move engine, the
+replica manager and the server take their values from :class:`BrokerConfig`.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ ALIASES = {
     "log.roll.ms": "log.segment.ms",
 }
 
+KAFKA_UNLIMITED_RATE = 2**63 - 1
+"""Kafka's default for a throttle rate (``Long.MAX_VALUE``): no limit, as 0 is here."""
+
 PositiveInt = Annotated[int, Field(ge=1)]
 
 
@@ -52,7 +58,8 @@ class BrokerConfig(BaseModel):
     intra_broker_throttled_rate: Annotated[
         int, Field(ge=0, alias="intra.broker.throttled.rate")
     ] = 0
-    """Bytes/s shared by every log-dir move; 0 means unlimited (Kafka: MAX_LONG)."""
+    """Bytes/s shared by every log-dir move; 0 means unlimited, and so does Kafka's default
+    (``Long.MAX_VALUE``, read as 0)."""
     leader_replication_throttled_rate: Annotated[
         int, Field(ge=0, alias="leader.replication.throttled.rate")
     ] = 0
@@ -127,6 +134,11 @@ class BrokerConfig(BaseModel):
         if len(set(v)) != len(v):
             raise ValueError("a directory is listed twice")
         return v
+
+    @field_validator("intra_broker_throttled_rate")
+    @classmethod
+    def _kafka_unlimited(cls, v: int) -> int:
+        return 0 if v >= KAFKA_UNLIMITED_RATE else v
 
     @field_validator("listeners")
     @classmethod
@@ -211,29 +223,49 @@ def _field_name(loc: tuple[int | str, ...]) -> str:
     return field.alias if field is not None and field.alias else str(first)
 
 
-def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -> BrokerConfig:
-    """Read the file, apply ``JBOD_*`` overrides, validate; ConfigError names the setting."""
-    raw: dict[str, str] = {}
-    if path is not None:
-        try:
-            with open(path, "rb") as f:
-                raw.update(parse_properties(f.read()))
-        except OSError as e:
-            raise ConfigError(f"cannot read config file {path}: {e.strerror}") from e
+def _by_canonical_name(raw: Mapping[str, str]) -> dict[str, str]:
+    """One source's settings under their canonical names; a setting given there under both
+    its name and an alias must have one value (ConfigError otherwise)."""
     known = {f.alias for f in BrokerConfig.model_fields.values() if f.alias}
-    environ = os.environ if env is None else env
-    for key, value in environ.items():
-        if key in ENTRY_POINT_VARS or key.startswith("JBOD_OPERATOR_"):
-            continue
-        if key.startswith(ENV_PREFIX):
-            name = key[len(ENV_PREFIX) :].lower().replace("_", ".")
-            raw[name] = value
-    values: dict[str, Any] = {}
+    out: dict[str, str] = {}
+    spelled: dict[str, str] = {}
     for key, value in raw.items():
         name = ALIASES.get(key, key)
         if name not in known:
             raise ConfigError(f"unknown setting {key!r}")
-        values[name] = value
+        if name in out and not _same_value(out[name], value):
+            raise ConfigError(
+                f"{spelled[name]} and {key} are the same setting ({name}) but disagree: "
+                f"{out[name]!r} vs {value!r}"
+            )
+        out[name], spelled[name] = value, key
+    return out
+
+
+def _same_value(a: str, b: str) -> bool:
+    try:
+        return int(a) == int(b)
+    except ValueError:
+        return a.strip() == b.strip()
+
+
+def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -> BrokerConfig:
+    """Read the file, apply ``JBOD_*`` overrides, validate; ConfigError names the setting."""
+    from_file: dict[str, str] = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                from_file.update(parse_properties(f.read()))
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {path}: {e.strerror}") from e
+    from_env: dict[str, str] = {}
+    for key, value in (os.environ if env is None else env).items():
+        if key in ENTRY_POINT_VARS or key.startswith("JBOD_OPERATOR_"):
+            continue
+        if key.startswith(ENV_PREFIX):
+            from_env[key[len(ENV_PREFIX) :].lower().replace("_", ".")] = value
+    # The environment overrides the file, whichever name (setting or alias) each one used.
+    values: dict[str, Any] = {**_by_canonical_name(from_file), **_by_canonical_name(from_env)}
     for bool_key in ("auth.disabled", "data.auth.required"):
         if bool_key in values:
             v = str(values[bool_key]).lower()
