@@ -47,7 +47,9 @@ def test_a_move_that_fits_is_reserved_and_released(tmp_path: Path) -> None:
     assert lm.reserved_bytes(small) == 0
     lm.reserve_room(A, small)
     assert lm.reserved_bytes(small) == size
-    lm.release_room(A)
+    lm.release_room(A, lm.dirs[0])  # not the dir it reserved: nothing released
+    assert lm.reserved_bytes(small) == size
+    lm.release_room(A, small)
     assert lm.reserved_bytes(small) == 0
 
 
@@ -74,7 +76,7 @@ def test_two_moves_that_fit_alone_but_not_together(tmp_path: Path) -> None:
     with pytest.raises(InsufficientSpaceError) as e:
         lm.reserve_room(B, small)
     assert f"{size_a} reserved by moves" in str(e.value)
-    lm.release_room(A)  # the first move ended: the second now fits
+    lm.release_room(A, small)  # the first move ended: the second now fits
     lm.reserve_room(B, small)
 
 

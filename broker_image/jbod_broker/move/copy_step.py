@@ -22,6 +22,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 
+from ..storage.diskio import preallocate
 from ..storage.errors import KafkaStorageError
 from ..storage.log import Log
 from ..storage.names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name
@@ -203,8 +204,9 @@ def _copy_range(
         try:
             got = task.copier.copy(src_fd, dst_fd, src_off + done, dst_off + done, n)
         except CopyIOError as e:
-            d = task.source_dir if e.side == "source" else task.dest
-            with ctx.guard(d, f"copy {task.tp} ({e.side} side)"):
+            what = f"copy {task.tp} ({e.side} side)"
+            side = ctx.guard(task.source_dir, what) if e.side == "source" else None
+            with side or ctx.guard_dest(task, what):
                 raise e.error from None
         done += got
         task.moved += got
@@ -230,11 +232,14 @@ def _copy_whole(
                 tmp = os.path.join(
                     future.dir_path, segment_file_name(plan.base_offset, suffix) + ".tmp"
                 )
-                with ctx.guard(task.dest, f"create copy of {tp} segment"):
+                with ctx.guard_dest(task, f"create copy of {tp} segment"):
                     dst = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             staged[suffix] = tmp
             try:
                 size = plan.sizes[suffix]
+                # Blocks first, bytes after: a shortage shows before any data lands (issue 13).
+                with ctx.guard_dest(task, f"allocate copy of {tp} segment"):
+                    preallocate(dst, size)
                 n = _copy_range(
                     ctx,
                     task,
@@ -249,7 +254,7 @@ def _copy_whole(
                 if n != size:
                     return 0  # cut short by a truncation: plan again
                 if suffix == LOG_SUFFIX:
-                    with ctx.guard(task.dest, f"check copy of {tp} segment"):
+                    with ctx.guard_dest(task, f"check copy of {tp} segment"):
                         head = os.pread(dst, BATCH_HEADER_SIZE, plan.last_pos)
                     if len(head) < BATCH_HEADER_SIZE or not same_batch(
                         parse_header(head), plan.last
@@ -284,7 +289,7 @@ def _copy_tail(ctx: MoveContext, task: MoveTask, future: Log, plan: _Plan, throt
             return 0
         if ctx.lm.get_future_log(tp) is not future or future.offline:
             raise MoveStopped("cancel", f"the future log of {tp} was removed during the move")
-        with ctx.guard(task.dest, f"open future segment of {tp}"):
+        with ctx.guard_dest(task, f"open future segment of {tp}"):
             dst = os.open(fa.log_path, os.O_RDWR)
     try:
         n = _copy_range(
@@ -298,7 +303,7 @@ def _copy_tail(ctx: MoveContext, task: MoveTask, future: Log, plan: _Plan, throt
             throttled=throttled,
             progress=True,
         )
-        with ctx.guard(task.dest, f"read back copied batches of {tp}"):
+        with ctx.guard_dest(task, f"read back copied batches of {tp}"):
             metas = _read_batch_metas(dst, plan.future_pos, plan.future_pos + n)
     finally:
         os.close(dst)

@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 
-from ..storage.errors import KafkaError, KafkaStorageError
+from ..storage.errors import InsufficientSpaceError, KafkaError, KafkaStorageError
 from ..storage.log import Log
 from ..storage.log_manager import LogManager
 from ..storage.names import TopicPartition
@@ -122,7 +122,10 @@ class ReplicaMoveEngine:
         """Stop the workers. Running copies stop at their next chunk and keep their future
         folders, which the next start resumes (the swap itself is never interrupted)."""
         with self._cv:
+            queued = list(self._queue)
             workers = [] if self._stopping else self._stop_locked()
+        for task in queued:  # outside the engine's lock (lock order)
+            self._lm.release_room(task.tp, task.dest)
         self.throttle.wake()
         for w in workers:
             w.join(timeout)
@@ -193,6 +196,17 @@ class ReplicaMoveEngine:
                 source, future = lm.get_log(tp), lm.get_future_log(tp)
                 if source is None or future is None or self._active_task(tp) is not None:
                     continue
+                try:
+                    lm.reserve_room(tp, future.log_dir)
+                except InsufficientSpaceError as e:
+                    # Its source is intact: drop the copy (its space comes back) and say so.
+                    log.warning(
+                        "not resuming replica move: %s",
+                        e,
+                        extra={"event": "replica_move_not_resumed", "partition": str(tp)},
+                    )
+                    self._abandon(tp, future)
+                    continue
                 self._enqueue(tp, future.log_dir, source.log_dir, future, True)
                 resumed.append(tp)
                 log.warning(
@@ -259,9 +273,22 @@ class ReplicaMoveEngine:
         lm = self._lm
         source = lm.current_log_or_prefer(tp, dest)
         task = self._active_task(tp)
-        if task is not None:
-            if task.dest == dest:
-                return AlterResult.IN_PROGRESS  # KAFKA-9087: never reset a running copy
+        if task is not None and task.dest == dest:
+            return AlterResult.IN_PROGRESS  # KAFKA-9087: never reset a running copy
+        if source.log_dir != dest:
+            # Room first (issue 13): a refused move changes nothing, not even a running one.
+            lm.reserve_room(tp, dest)
+        try:
+            return self._start_move(tp, dest, source, task)
+        except BaseException:
+            lm.release_room(tp, dest)
+            raise
+
+    def _start_move(
+        self, tp: TopicPartition, dest: str, source: Log, running: MoveTask | None
+    ) -> AlterResult:
+        lm = self._lm
+        if running is not None:
             source = self._cancel_for_new_destination(tp)
         future = lm.get_future_log(tp)
         if source.log_dir == dest:
@@ -333,6 +360,7 @@ class ReplicaMoveEngine:
         if future is not None:
             self._abandon(tp, future)
         if task is not None and queued:
+            self._lm.release_room(tp, task.dest)
             with self._lock:
                 self._finish_locked(task, MoveState.CANCELLED, "cancelled before it started")
             log.info(
@@ -359,6 +387,7 @@ class ReplicaMoveEngine:
         state, reason = run_move(self._ctx, task, swap_lag_bytes=self.swap_lag_bytes)
         if state is not MoveState.DONE and self.background_deletions:
             self.run_deletions()  # a cancelled move's future folder is gone when cancel returns
+        self._lm.release_room(task.tp, task.dest)  # before the end is seen: waiters find it gone
         with self._lock:
             if state is MoveState.DONE:
                 task.copied_base = task.future.size

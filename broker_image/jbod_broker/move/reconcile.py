@@ -34,7 +34,7 @@ def reconcile(ctx: MoveContext, task: MoveTask, source: Log, future: Log) -> Non
     for _ in range(_MAX_RECONCILE_ROUNDS):
         with future.lock:
             ctx.check(task, source, future)
-            with ctx.guard(task.dest, f"read future log of {tp}"):
+            with ctx.guard_dest(task, f"read future log of {tp}"):
                 f_last = last_batch(future)
             f_leo, f_size, f_segs = future.log_end_offset, future.size, len(future.segments)
         with source.lock:

@@ -230,6 +230,11 @@ class MoveContext:
         """The failure channel's guard: an ``OSError`` takes directory ``d`` offline."""
         return self.lm.channel.guard(d, what)
 
+    def guard_dest(self, task: MoveTask, what: str) -> contextlib.AbstractContextManager[None]:
+        """The guard for writes into the move's future copy: running out of space there is
+        the move's failure (InsufficientSpaceError), not the destination's (issue 13)."""
+        return self.lm.channel.guard(task.dest, what, shortage_fails_dir=False)
+
     def check(self, task: MoveTask, source: Log, future: Log) -> None:
         """Raise :class:`MoveStopped` if the move must not go on: a stop was requested, a
         directory failed, or the replica's current or future log is no longer ours."""

@@ -136,6 +136,19 @@ class LogDirFailureChannel:
             raise KafkaStorageError(f"log directory {dir_path} is offline: {reason}") from e
 
 
+def preallocate(fd: int, length: int) -> None:
+    """Reserve ``length`` bytes of blocks for a file about to be written in full (its size
+    becomes ``length``), so that a full disk fails here, before any byte is copied.
+    Filesystems without fallocate (EOPNOTSUPP) skip it: the writes then meet the shortage."""
+    if length <= 0:
+        return
+    try:
+        os.posix_fallocate(fd, 0, length)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise
+
+
 def fsync_dir(path: str) -> None:
     """Make a rename or a new file in ``path`` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

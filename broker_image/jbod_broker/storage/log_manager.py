@@ -475,7 +475,7 @@ class LogManager:
             total, usable = self.dir_usage(d)
         with self._lock:
             reserved = sum(
-                self._still_to_write(tp)
+                self._still_to_write(tp, dest)
                 for tp, dest in self._reservations.items()
                 if dest == d and tp != excluding
             )
@@ -485,7 +485,9 @@ class LogManager:
         """What the moves in flight to ``d`` still have to write (0 when none)."""
         with self._lock:
             return sum(
-                self._still_to_write(tp) for tp, dest in self._reservations.items() if dest == d
+                self._still_to_write(tp, dest)
+                for tp, dest in self._reservations.items()
+                if dest == d
             )
 
     def headroom_bytes(self, d: str) -> int:
@@ -493,17 +495,19 @@ class LogManager:
         with self.channel.guard(d, "statvfs"):
             return self.headroom.of(self.dir_usage(d)[0])
 
-    def _still_to_write(self, tp: TopicPartition) -> int:
+    def _still_to_write(self, tp: TopicPartition, dest: str) -> int:
+        """What moving ``tp`` to ``dest`` still has to write (0 once it lives there)."""
         src = self._current_logs.get(tp)
-        if src is None:
+        if src is None or src.log_dir == dest:
             return 0
         fut = self._future_logs.get(tp)
-        return remaining_to_write(src.size, fut.size if fut is not None else 0)
+        copied = fut.size if fut is not None and fut.log_dir == dest else 0
+        return remaining_to_write(src.size, copied)
 
     def room_for_move(self, tp: TopicPartition, dest: str) -> RoomVerdict:
         """Whether moving ``tp`` to ``dest`` fits now, beside the moves already reserved."""
         with self._lock:
-            need = self._still_to_write(tp)
+            need = self._still_to_write(tp, dest)
             return check_room(self.dir_space(dest, excluding=tp), need, self.headroom)
 
     def reserve_room(self, tp: TopicPartition, dest: str) -> None:
@@ -519,9 +523,11 @@ class LogManager:
                 raise InsufficientSpaceError(f"cannot move {tp}: {verdict.reason}")
             self._reservations[tp] = dest
 
-    def release_room(self, tp: TopicPartition) -> None:
+    def release_room(self, tp: TopicPartition, dest: str) -> None:
+        """The move of ``tp`` to ``dest`` ended; a newer move of ``tp`` elsewhere keeps its own."""
         with self._lock:
-            self._reservations.pop(tp, None)
+            if self._reservations.get(tp) == dest:
+                del self._reservations[tp]
 
     # -- logs -----------------------------------------------------------------------------
 
