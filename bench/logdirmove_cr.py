@@ -67,6 +67,7 @@ from jbod_broker.storage.log import LogConfig  # noqa: E402
 from jbod_broker.storage.log_manager import LogManager  # noqa: E402
 from jbod_broker.storage.names import TopicPartition  # noqa: E402
 from jbod_broker.storage.records import build_batch  # noqa: E402
+from jbod_broker.wire import log_dir_folder, log_dir_short_name  # noqa: E402
 from jbod_operator.models.log_dir_move import FINAL_PHASES as FINAL  # noqa: E402
 from tests.kube_cluster import KubeCluster  # noqa: E402
 
@@ -178,7 +179,7 @@ def kubectl_apply_seconds(kc: KubeCluster, obj: dict[str, Any]) -> float:
 
 class EngineSide:
     def __init__(self, root: str, layout: dict[int, str], batches: int, batch: bytes) -> None:
-        self.dirs = {n: os.path.join(root, f"data-{n}") for n in ("a", "b")}
+        self.dirs = {n: os.path.join(root, log_dir_folder(n)) for n in ("a", "b")}
         self.layout = dict(layout)  # partition -> the dir it is in now
         self.lm = LogManager(
             list(self.dirs.values()),
@@ -259,10 +260,7 @@ class CrSide:
 
     def layout(self) -> dict[int, str]:
         """partition -> the dir it is in, from the Topic status."""
-        return {
-            tp.partition: os.path.basename(self.sc.replica_dir(tp, 0)).removeprefix("data-")
-            for tp in self.tps
-        }
+        return {tp.partition: log_dir_short_name(self.sc.replica_dir(tp, 0)) for tp in self.tps}
 
     async def fill(self, batches: int, batch: bytes) -> None:
         client = self.sc.client(0)
@@ -348,7 +346,7 @@ class CrSide:
         start_layout = self.layout()
 
         def path(name: str) -> str:
-            return next(d for d in dirs if os.path.basename(d) == f"data-{name}")
+            return next(d for d in dirs if log_dir_short_name(d) == name)
 
         async def move(targets: dict[int, str]) -> float:
             client = self.sc.client(0)

@@ -14,6 +14,7 @@ import pytest
 
 from e2e.scenario import LeaderTracker, Scenario, wait_async
 from jbod_broker.storage.names import TopicPartition
+from jbod_broker.wire import log_dir_short_name
 from tests.integration.counting import CountingProducer, consume_all, verify
 from tests.kube_cluster import KubeCluster
 
@@ -76,7 +77,7 @@ def offline_dir_reported(sc: Scenario, broker: int, d: str) -> bool:
     degraded: dict[str, Any] = next(
         (c for c in status.get("conditions", []) if c["type"] == "Degraded"), {}
     )
-    name = os.path.basename(d).removeprefix("data-")
+    name = log_dir_short_name(d)
     return bool(b and name in b.get("offlineLogDirs", []) and degraded.get("status") == "True")
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from e2e.scenario import LeaderTracker, Scenario, wait_async
 from jbod_broker.storage.names import TopicPartition
+from jbod_broker.wire import log_dir_folder, log_dir_short_name
 from tests.integration.counting import CountingProducer, consume_all, fill_bytes, verify
 from tests.kube_cluster import KubeCluster
 
@@ -45,7 +46,7 @@ def move_manifest(name: str, moves: list[dict[str, Any]], **spec: Any) -> dict[s
 def other_dir(sc: Scenario, tp: TopicPartition) -> tuple[int, str]:
     st = sc.state(tp)
     r = st["replicas"][0]
-    current = os.path.basename(r["logDir"]).removeprefix("data-")
+    current = log_dir_short_name(r["logDir"])
     return r["brokerId"], next(d for d in sc.dirs if d != current)
 
 
@@ -135,7 +136,7 @@ async def test_kip113_move_within_broker(sc: Scenario) -> None:
     assert all(c["observedGeneration"] == 1 and c["lastTransitionTime"] for c in conds.values())
     for mv, tp in zip(moves, tps, strict=True):
         # On disk, and in the Topic's status: the replica is in its new dir.
-        assert sc.state(tp)["replicas"][0]["logDir"].endswith("data-" + mv["logDir"])
+        assert log_dir_short_name(sc.state(tp)["replicas"][0]["logDir"]) == mv["logDir"]
         assert os.path.isdir(
             os.path.join(sc.state(tp)["replicas"][0]["logDir"], f"orders-{tp.partition}")
         )
@@ -222,7 +223,7 @@ async def test_logdirmove_dest_dir_fails(sc: Scenario) -> None:
     bad = moves[0]
     assert sc.brokers is not None
     dest = next(
-        d for d in sc.brokers[bad["brokerId"]].log_dirs if d.endswith("data-" + bad["logDir"])
+        d for d in sc.brokers[bad["brokerId"]].log_dirs if log_dir_short_name(d) == bad["logDir"]
     )
     os.chmod(dest, 0)
     try:
@@ -230,7 +231,7 @@ async def test_logdirmove_dest_dir_fails(sc: Scenario) -> None:
         st = (sc.kube.get("logdirmove", "doomed") or {})["status"]
         failed = [r for r in st["replicas"] if r["state"] == "Failed"]
         assert failed and f"broker {bad['brokerId']}" in failed[0]["message"]
-        assert dest in failed[0]["message"] or "data-" + bad["logDir"] in failed[0]["message"]
+        assert dest in failed[0]["message"] or log_dir_folder(bad["logDir"]) in failed[0]["message"]
         # The other brokers' moves carried on.
         assert any(r["state"] == "Succeeded" for r in st["replicas"])
         failed_cond = next(c for c in st["conditions"] if c["type"] == "Failed")

@@ -27,6 +27,7 @@ import pytest
 
 from e2e.scenario import LeaderTracker, Scenario
 from jbod_broker.storage.names import TopicPartition
+from jbod_broker.wire import log_dir_short_name
 from tests.integration.counting import fill_bytes
 from tests.kube_cluster import KubeCluster
 from tests.operator_harness import wait_for
@@ -128,13 +129,13 @@ def assert_nothing_moved(sc: Scenario, before: Placement, *, settle_s: float = 0
 
 def dir_path(sc: Scenario, broker: int, name: str) -> str:
     assert sc.brokers is not None
-    return next(d for d in sc.brokers[broker].log_dirs if d.endswith("data-" + name))
+    return next(d for d in sc.brokers[broker].log_dirs if log_dir_short_name(d) == name)
 
 
 def replica_of(sc: Scenario, tp: TopicPartition) -> tuple[int, str]:
     """(broker, dir name) of a replica of an rf-1 topic, from the Topic status."""
     r = sc.state(tp)["replicas"][0]
-    return int(r["brokerId"]), os.path.basename(r["logDir"]).removeprefix("data-")
+    return int(r["brokerId"]), log_dir_short_name(r["logDir"])
 
 
 # -- LogDirMoves ----------------------------------------------------------------------------
