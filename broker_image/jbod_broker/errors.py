@@ -11,7 +11,7 @@ so code outside the broker imports every error from this module. The whole tree:
     │   └── InvalidLogDirError                  not an absolute path of a configured log dir
     ├── StorageError                            about logs, disks or records (storage.errors)
     │   ├── OffsetOutOfRangeError, CorruptRecordError, RecordTooLargeError,
-    │   │   InvalidRecordError, KafkaStorageError, LogDirNotFoundError,
+    │   │   InvalidRecordError, KafkaStorageError (LogDirFullError), LogDirNotFoundError,
     │   │   ReplicaNotAvailableError, NoLiveLogDirError
     ├── NotLeaderOrFollowerError                the broker does not host the partition in that role
     ├── FencedLeaderEpochError                  a request carries a leader epoch older than ours
@@ -39,6 +39,7 @@ from .storage.errors import (
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
+    LogDirFullError,
     LogDirNotFoundError,
     NoLiveLogDirError,
     OffsetOutOfRangeError,
@@ -58,6 +59,7 @@ __all__ = [
     "InvalidTopicError",
     "KafkaError",
     "KafkaStorageError",
+    "LogDirFullError",
     "LogDirNotFoundError",
     "NoLiveLogDirError",
     "NotEnoughReplicasAfterAppendError",

@@ -15,6 +15,8 @@ listeners inline would invert the manager-then-log lock order and deadlock.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import queue
@@ -22,11 +24,24 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from .errors import KafkaStorageError
+from .errors import KafkaStorageError, LogDirFullError
 
 log = logging.getLogger(__name__)
 
 OfflineListener = Callable[[str, str], None]
+
+SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""The errors that say a filesystem (or a quota) is full rather than failing."""
+
+
+def is_space_error(e: BaseException) -> bool:
+    """Whether ``e`` says there is no room left (the disk is full, not broken).
+
+    Most callers need not ask: inside :meth:`LogDirFailureChannel.guard` a full disk takes the
+    directory offline like any I/O error (KIP-112). Start-up asks, because a copy it can drop
+    (a ``-future`` folder whose source is intact) is a better answer than a stranded directory.
+    """
+    return isinstance(e, OSError) and e.errno in SPACE_ERRNOS
 
 
 class LogDirFailureChannel:
@@ -100,8 +115,13 @@ class LogDirFailureChannel:
             raise KafkaStorageError(f"log directory {dir_path} is offline: {reason}")
 
     @contextmanager
-    def guard(self, dir_path: str, what: str) -> Iterator[None]:
-        """Run a disk operation on ``dir_path``; an OSError takes that directory offline."""
+    def guard(self, dir_path: str, what: str, *, no_space_ok: bool = False) -> Iterator[None]:
+        """Run a disk operation on ``dir_path``; an OSError takes that directory offline.
+
+        With ``no_space_ok`` a full disk (:func:`is_space_error`) raises
+        :class:`LogDirFullError` instead and the directory stays online: for a caller that can
+        free the space itself (start-up dropping a redundant ``-future`` copy).
+        """
         self.check(dir_path)
         try:
             yield
@@ -109,6 +129,8 @@ class LogDirFailureChannel:
             reason = f"{what}: {os.strerror(e.errno) if e.errno else e}"
             if e.filename:
                 reason += f" ({e.filename})"
+            if no_space_ok and is_space_error(e):
+                raise LogDirFullError(f"log directory {dir_path} is full: {reason}") from e
             self.mark_offline(dir_path, reason, wait=False)
             raise KafkaStorageError(f"log directory {dir_path} is offline: {reason}") from e
 
@@ -120,6 +142,16 @@ def fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
+    """``pwrite`` until every byte is written: a short write (a nearly full disk) is resumed,
+    so the next one raises (ENOSPC) instead of the caller counting bytes that never landed."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, pos)
+        view = view[n:]
+        pos += n
 
 
 def write_atomically(path: str, data: bytes) -> None:
@@ -136,3 +168,24 @@ def write_atomically(path: str, data: bytes) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(os.path.dirname(path) or ".")
+
+
+def write_or_remove(path: str, data: bytes) -> bool:
+    """Replace ``path`` with ``data`` atomically; on a full disk remove ``path`` instead.
+
+    For a file that is only a cache of what the log itself holds (the leader-epoch checkpoint
+    is rebuilt from the batches when it is missing): a stale copy must not survive, and
+    removing it needs no space, where writing a new one does. Returns whether it was written.
+    Any other error is raised.
+    """
+    try:
+        write_atomically(path, data)
+        return True
+    except OSError as e:
+        if not is_space_error(e):
+            raise
+    for stale in (path + ".tmp", path):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(stale)
+    fsync_dir(os.path.dirname(path) or ".")
+    return False

@@ -19,6 +19,7 @@ error a broker can answer with" catches :class:`KafkaError`. The part of the tre
         ├── RecordTooLargeError      a batch larger than max.message.bytes
         ├── InvalidRecordError       a batch that is well formed but unacceptable here
         ├── KafkaStorageError        the directory holding the replica is offline
+        │   └── LogDirFullError      ... or would be, but its caller answers a full disk itself
         ├── LogDirNotFoundError      no configured directory with that path
         ├── ReplicaNotAvailableError the replica has no log on this broker (yet)
         └── NoLiveLogDirError        every log directory is offline: the broker must stop
@@ -73,6 +74,15 @@ class InvalidRecordError(StorageError):
 
 class KafkaStorageError(StorageError):
     kafka_error = "KAFKA_STORAGE_ERROR"
+
+
+class LogDirFullError(KafkaStorageError):
+    """A write found no space left (ENOSPC, EDQUOT) and the directory stayed online.
+
+    Raised only where the caller asked for it (``guard(..., no_space_ok=True)``) because it has a
+    better answer than KIP-112's: start-up drops a ``-future`` copy it cannot load for lack of
+    space, whose source is intact, instead of taking the whole directory offline.
+    """
 
 
 class LogDirNotFoundError(StorageError):
