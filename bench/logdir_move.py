@@ -39,11 +39,11 @@ import time
 from collections.abc import Iterator
 
 from jbod_broker.move import MoveState, ReplicaMoveEngine
-from jbod_broker.move.testing import fill
 from jbod_broker.storage.log import LogConfig
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition, log_dir_name
 from jbod_broker.storage.records import build_batch
+from tests.move_helpers import fill
 
 MiB = 1024 * 1024
 SEGMENT_BYTES = 32 * MiB

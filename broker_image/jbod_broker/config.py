@@ -2,8 +2,11 @@
 
 Names are Kafka's (``broker.id``, ``log.dirs``, ``replica.lag.time.max.ms``...), so a Kafka user
 reads them without a glossary. ``JBOD_<NAME>`` environment variables override the file, with
-dots as underscores and upper case (``JBOD_BROKER_ID`` for ``broker.id``). Everything is
-validated once at start-up; a bad value stops the broker with a message naming the setting.
+dots as underscores and upper case (``JBOD_BROKER_ID`` for ``broker.id``). A few settings
+also answer to a second name (:data:`ALIASES`); given under both names in one place, the two
+values must agree. Everything is validated once at start-up; a bad value stops the broker with
+a message naming the setting. This is the broker's only settings parser: the move engine, the
+replica manager and the server take their values from :class:`BrokerConfig`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .storage.checkpoints import parse_properties
 from .storage.log import LogConfig
+from .storage.room import MAX_PERCENT as MAX_HEADROOM_PERCENT
+from .storage.room import Headroom
 
 ENV_PREFIX = "JBOD_"
 ENTRY_POINT_VARS = frozenset({"JBOD_CONFIG", "JBOD_LOG_LEVEL"})
@@ -27,6 +32,9 @@ ALIASES = {
     "replica.alter.log.dirs.io.max.bytes.per.second": "intra.broker.throttled.rate",
     "log.roll.ms": "log.segment.ms",
 }
+
+KAFKA_UNLIMITED_RATE = 2**63 - 1
+"""Kafka's default for a throttle rate (``Long.MAX_VALUE``): no limit, as 0 is here."""
 
 PositiveInt = Annotated[int, Field(ge=1)]
 
@@ -50,7 +58,8 @@ class BrokerConfig(BaseModel):
     intra_broker_throttled_rate: Annotated[
         int, Field(ge=0, alias="intra.broker.throttled.rate")
     ] = 0
-    """Bytes/s shared by every log-dir move; 0 means unlimited (Kafka: MAX_LONG)."""
+    """Bytes/s shared by every log-dir move; 0 means unlimited, and so does Kafka's default
+    (``Long.MAX_VALUE``, read as 0)."""
     leader_replication_throttled_rate: Annotated[
         int, Field(ge=0, alias="leader.replication.throttled.rate")
     ] = 0
@@ -60,6 +69,13 @@ class BrokerConfig(BaseModel):
     num_replica_alter_log_dirs_threads: Annotated[
         int | None, Field(ge=1, le=256, alias="num.replica.alter.log.dirs.threads")
     ] = None
+    log_dir_headroom_bytes: Annotated[int, Field(ge=0, alias="log.dir.headroom.bytes")] = 0
+    """Bytes every log dir keeps free: no move or new replica may eat into them (issue 13)."""
+    log_dir_headroom_percent: Annotated[
+        float, Field(ge=0, le=MAX_HEADROOM_PERCENT, alias="log.dir.headroom.percent")
+    ] = 1.0
+    """The same as a share of each dir's capacity; the larger of the two applies. It covers
+    what cannot be predicted: a replica growing while it moves, indexes, checkpoints."""
     num_replica_fetchers: Annotated[int, Field(ge=1, le=64, alias="num.replica.fetchers")] = 1
     log_segment_bytes: Annotated[int, Field(ge=1024, alias="log.segment.bytes")] = 1 << 30
     log_segment_ms: Annotated[int, Field(ge=1, alias="log.segment.ms")] = 7 * 24 * 3600 * 1000
@@ -119,6 +135,11 @@ class BrokerConfig(BaseModel):
             raise ValueError("a directory is listed twice")
         return v
 
+    @field_validator("intra_broker_throttled_rate")
+    @classmethod
+    def _kafka_unlimited(cls, v: int) -> int:
+        return 0 if v >= KAFKA_UNLIMITED_RATE else v
+
     @field_validator("listeners")
     @classmethod
     def _listener(cls, v: str) -> str:
@@ -139,6 +160,10 @@ class BrokerConfig(BaseModel):
     @property
     def url(self) -> str:
         return self.advertised_url or self.listeners
+
+    @property
+    def headroom(self) -> Headroom:
+        return Headroom(bytes=self.log_dir_headroom_bytes, percent=self.log_dir_headroom_percent)
 
     @property
     def move_threads(self) -> int:
@@ -198,29 +223,49 @@ def _field_name(loc: tuple[int | str, ...]) -> str:
     return field.alias if field is not None and field.alias else str(first)
 
 
-def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -> BrokerConfig:
-    """Read the file, apply ``JBOD_*`` overrides, validate; ConfigError names the setting."""
-    raw: dict[str, str] = {}
-    if path is not None:
-        try:
-            with open(path, "rb") as f:
-                raw.update(parse_properties(f.read()))
-        except OSError as e:
-            raise ConfigError(f"cannot read config file {path}: {e.strerror}") from e
+def _by_canonical_name(raw: Mapping[str, str]) -> dict[str, str]:
+    """One source's settings under their canonical names; a setting given there under both
+    its name and an alias must have one value (ConfigError otherwise)."""
     known = {f.alias for f in BrokerConfig.model_fields.values() if f.alias}
-    environ = os.environ if env is None else env
-    for key, value in environ.items():
-        if key in ENTRY_POINT_VARS or key.startswith("JBOD_OPERATOR_"):
-            continue
-        if key.startswith(ENV_PREFIX):
-            name = key[len(ENV_PREFIX) :].lower().replace("_", ".")
-            raw[name] = value
-    values: dict[str, Any] = {}
+    out: dict[str, str] = {}
+    spelled: dict[str, str] = {}
     for key, value in raw.items():
         name = ALIASES.get(key, key)
         if name not in known:
             raise ConfigError(f"unknown setting {key!r}")
-        values[name] = value
+        if name in out and not _same_value(out[name], value):
+            raise ConfigError(
+                f"{spelled[name]} and {key} are the same setting ({name}) but disagree: "
+                f"{out[name]!r} vs {value!r}"
+            )
+        out[name], spelled[name] = value, key
+    return out
+
+
+def _same_value(a: str, b: str) -> bool:
+    try:
+        return int(a) == int(b)
+    except ValueError:
+        return a.strip() == b.strip()
+
+
+def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -> BrokerConfig:
+    """Read the file, apply ``JBOD_*`` overrides, validate; ConfigError names the setting."""
+    from_file: dict[str, str] = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                from_file.update(parse_properties(f.read()))
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {path}: {e.strerror}") from e
+    from_env: dict[str, str] = {}
+    for key, value in (os.environ if env is None else env).items():
+        if key in ENTRY_POINT_VARS or key.startswith("JBOD_OPERATOR_"):
+            continue
+        if key.startswith(ENV_PREFIX):
+            from_env[key[len(ENV_PREFIX) :].lower().replace("_", ".")] = value
+    # The environment overrides the file, whichever name (setting or alias) each one used.
+    values: dict[str, Any] = {**_by_canonical_name(from_file), **_by_canonical_name(from_env)}
     for bool_key in ("auth.disabled", "data.auth.required"):
         if bool_key in values:
             v = str(values[bool_key]).lower()
@@ -234,6 +279,11 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -
                 values[key] = int(value)
             except ValueError as e:
                 raise ConfigError(f"{key} must be an integer, got {value!r}") from e
+        if field.annotation is float and isinstance(value, str):
+            try:
+                values[key] = float(value)
+            except ValueError as e:
+                raise ConfigError(f"{key} must be a number, got {value!r}") from e
     try:
         cfg = BrokerConfig.model_validate(values)
     except ValidationError as e:

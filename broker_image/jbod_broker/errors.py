@@ -11,7 +11,7 @@ so code outside the broker imports every error from this module. The whole tree:
     │   └── InvalidLogDirError                  not an absolute path of a configured log dir
     ├── StorageError                            about logs, disks or records (storage.errors)
     │   ├── OffsetOutOfRangeError, CorruptRecordError, RecordTooLargeError,
-    │   │   InvalidRecordError, KafkaStorageError (LogDirFullError), LogDirNotFoundError,
+    │   │   InvalidRecordError, KafkaStorageError, LogDirNotFoundError,
     │   │   ReplicaNotAvailableError, NoLiveLogDirError
     ├── NotLeaderOrFollowerError                the broker does not host the partition in that role
     ├── FencedLeaderEpochError                  a request carries a leader epoch older than ours
@@ -33,13 +33,13 @@ from __future__ import annotations
 
 from .storage.errors import (
     CorruptRecordError,
+    InsufficientSpaceError,
     InvalidLogDirError,
     InvalidRecordError,
     InvalidRequestError,
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
-    LogDirFullError,
     LogDirNotFoundError,
     NoLiveLogDirError,
     OffsetOutOfRangeError,
@@ -53,13 +53,13 @@ __all__ = [
     "AuthError",
     "CorruptRecordError",
     "FencedLeaderEpochError",
+    "InsufficientSpaceError",
     "InvalidLogDirError",
     "InvalidRecordError",
     "InvalidRequestError",
     "InvalidTopicError",
     "KafkaError",
     "KafkaStorageError",
-    "LogDirFullError",
     "LogDirNotFoundError",
     "NoLiveLogDirError",
     "NotEnoughReplicasAfterAppendError",
@@ -138,6 +138,7 @@ HTTP_STATUS: list[tuple[type[KafkaError], int]] = [
     (NotLeaderOrFollowerError, 409),
     (NotEnoughReplicasError, 503),
     (NotEnoughReplicasAfterAppendError, 503),
+    (InsufficientSpaceError, 507),
     (KafkaStorageError, 503),
     (NoLiveLogDirError, 503),
     (RequestTimedOutError, 504),

@@ -1,7 +1,12 @@
 """The server's view of the log-dir move engine: wire types in, wire types out.
 
-The engine (``jbod_broker.move``) is thread-based and knows nothing of HTTP; this adapter owns
-its lifetime inside the broker and translates its descriptions into the API's models.
+The engine (``jbod_broker.move``) is thread-based and knows nothing of HTTP; this adapter builds
+it from the broker's settings (:class:`~jbod_broker.config.BrokerConfig`), owns its lifetime
+inside the broker (start-up through :func:`~jbod_broker.move.recovery.start_storage`) and
+translates its descriptions into the API's models.
+
+Thread-safety: used from the event loop (blocking calls go to an executor); the engine's end
+listener runs on a move worker and only hands the news to each waiter's loop.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from dataclasses import dataclass
 from . import wire
 from .config import BrokerConfig
 from .move.engine import ReplicaMoveEngine
+from .move.recovery import start_storage
 from .storage.log_manager import LogManager, StartupReport
 from .storage.names import TopicPartition
 from .wire import MoveState
@@ -20,6 +26,7 @@ from .wire import MoveState
 
 class MoveService:
     def __init__(self, logs: LogManager, config: BrokerConfig) -> None:
+        self._logs = logs
         self.engine = ReplicaMoveEngine(
             logs,
             threads=config.move_threads,
@@ -29,11 +36,14 @@ class MoveService:
         self._waiters: list[_Waiter] = []
         self.engine.add_end_listener(self._on_end)
 
-    def start(self, report: StartupReport | None) -> None:
+    def start_storage(self) -> StartupReport:
+        """Open the log dirs and queue the moves found on disk (:func:`start_storage`, the one
+        start-up path); they run once :meth:`start` starts the workers. Leftover ``-delete``
+        folders are left to the broker's periodic :meth:`run_deletions`."""
+        return start_storage(self._logs, self.engine, run_deletions=False)
+
+    def start(self) -> None:
         self.engine.start()
-        if report is not None:
-            for tp in self.engine.resume(report.resumable_moves):
-                report.note(f"{tp}: resuming the move to {report.resumable_moves[tp]}")
 
     def shutdown(self) -> None:
         self.engine.shutdown()

@@ -59,6 +59,7 @@ class Broker:
             config.log_dirs,
             broker_id=config.broker_id,
             default_config=config.log_config(),
+            headroom=config.headroom,
         )
         self.replicas = ReplicaManager(config, self.logs)
         self.fetchers = FetcherManager(self.replicas, self.token)
@@ -79,7 +80,7 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         self.logs.on_no_live_dirs(self._halt)
         self.logs.add_offline_listener(self._dir_offline)
-        self.startup_report = await self._loop.run_in_executor(None, self.logs.startup)
+        self.startup_report = await self._loop.run_in_executor(None, self.moves.start_storage)
         if self.config.controller_url:
             self.controller = ControllerChannel(
                 self.config.controller_url,
@@ -99,7 +100,7 @@ class Broker:
                         broker=self.config.broker_id, log_dir=d, reason=reason, offline_replicas=[]
                     )
                 )
-        self.moves.start(self.startup_report)
+        self.moves.start()
         c = self.config
         self._every(max(c.replica_lag_time_max_ms // 2, 50), self.replicas.shrink_isr_pass)
         self._every(c.log_flush_interval_ms, self._blocking(self.logs.flush_all))
@@ -314,6 +315,8 @@ async def describe_log_dirs(request: web.Request) -> web.Response:
                     total_bytes=i.total_bytes,
                     usable_bytes=i.usable_bytes,
                     cordoned=i.cordoned,
+                    reserved_bytes=i.reserved_bytes,
+                    headroom_bytes=i.headroom_bytes,
                     partitions=[
                         wire.ReplicaDescription(
                             topic=r.topic,

@@ -36,6 +36,9 @@ REPO = Path(__file__).resolve().parents[2]
 JBOD_CTL = Path(sys.executable).parent / "jbod-ctl"
 
 # KIP-113's kafka-log-dirs JSON, exactly: no other keys anywhere.
+SPACE_KEYS = ("total_bytes", "usable_bytes", "reserved_bytes", "headroom_bytes")
+"""Ours, beyond KIP-113: the room a move into the dir is checked against (issue 13)."""
+
 KIP113_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["version", "brokers"],
@@ -54,11 +57,17 @@ KIP113_SCHEMA: dict[str, Any] = {
                         "type": "array",
                         "items": {
                             "type": "object",
-                            "required": ["is_live", "path", "partitions"],
+                            "required": [
+                                "is_live",
+                                "path",
+                                "partitions",
+                                *SPACE_KEYS,
+                            ],
                             "additionalProperties": False,
                             "properties": {
                                 "is_live": {"type": "boolean"},
                                 "path": {"type": "string", "pattern": "^/"},
+                                **{k: {"type": "integer", "minimum": 0} for k in SPACE_KEYS},
                                 "partitions": {
                                     "type": "array",
                                     "items": {
@@ -178,6 +187,9 @@ async def test_describe_bootstrap_prints_kip113_json(env: Env) -> None:
         broker = env.cluster[b["broker"]]
         assert [d["path"] for d in b["log dirs"]] == broker.log_dirs
         assert all(d["is_live"] for d in b["log dirs"])
+        # No move in flight; the default headroom is 1% of each dir's capacity.
+        assert all(d["reserved_bytes"] == 0 for d in b["log dirs"])
+        assert all(d["headroom_bytes"] == -(-d["total_bytes"] // 100) for d in b["log dirs"])
     # The partitions are exactly the controller's assignment.
     expected: dict[int, set[tuple[str, int]]] = {0: set(), 1: set()}
     for tp, st in env.ctl.state.items():

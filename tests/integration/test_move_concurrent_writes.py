@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from jbod_broker.move import MoveState, ReplicaMoveEngine
-from jbod_broker.move.testing import Appender, iter_records, parse_payload
 from jbod_broker.storage.log import LogConfig
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition
+from tests.move_helpers import Appender, iter_records, parse_payload
 
 pytestmark = pytest.mark.integration
 

@@ -35,11 +35,11 @@ from pathlib import Path
 import pytest
 
 from jbod_broker.move import AlterResult, MoveState, ReplicaMoveEngine, start_storage
-from jbod_broker.move.testing import Appender, iter_records, parse_payload, payload
 from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import DirKind, TopicPartition, parse_dir_name
 from jbod_broker.storage.records import build_batch
+from tests.move_helpers import Appender, iter_records, parse_payload, payload
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

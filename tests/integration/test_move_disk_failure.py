@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from jbod_broker.move import MoveState, ReplicaMoveEngine
-from jbod_broker.move.testing import Appender, fill, iter_records, parse_payload, read_values
 from jbod_broker.storage.errors import KafkaStorageError
 from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch
+from tests.move_helpers import Appender, fill, iter_records, parse_payload, read_values
 
 pytestmark = pytest.mark.integration
 

@@ -46,6 +46,8 @@ def ldir(path: str, *parts: Any, live: bool = True) -> Any:
         error=None if live else "KafkaStorageError: disk gone",
         total_bytes=100 if live else 0,
         usable_bytes=50 if live else 0,
+        reserved_bytes=20 if live else 0,
+        headroom_bytes=1 if live else 0,
         cordoned=False,
         partitions=list(parts),
     )
@@ -65,6 +67,10 @@ def responses() -> list[wire.DescribeLogDirsResponse]:
             log_dirs=[ldir("/d/0/data-a", rep("t", 1, 300)), ldir("/d/0/data-b", live=False)],
         ),
     ]
+
+
+SPACE_LIVE = {"total_bytes": 100, "usable_bytes": 50, "reserved_bytes": 20, "headroom_bytes": 1}
+SPACE_OFFLINE = {"total_bytes": 0, "usable_bytes": 0, "reserved_bytes": 0, "headroom_bytes": 0}
 
 
 def test_describe_to_kip_has_kip113_shape() -> None:
@@ -87,8 +93,14 @@ def test_describe_to_kip_has_kip113_shape() -> None:
                                 "is_temporary": False,
                             }
                         ],
+                        **SPACE_LIVE,
                     },
-                    {"is_live": False, "path": "/d/0/data-b", "partitions": []},
+                    {
+                        "is_live": False,
+                        "path": "/d/0/data-b",
+                        "partitions": [],
+                        **SPACE_OFFLINE,
+                    },
                 ],
             },
             {
@@ -113,6 +125,7 @@ def test_describe_to_kip_has_kip113_shape() -> None:
                                 "is_temporary": False,
                             },
                         ],
+                        **SPACE_LIVE,
                     },
                     {
                         "is_live": True,
@@ -133,6 +146,7 @@ def test_describe_to_kip_has_kip113_shape() -> None:
                                 "is_temporary": False,
                             },
                         ],
+                        **SPACE_LIVE,
                     },
                 ],
             },

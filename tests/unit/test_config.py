@@ -168,6 +168,68 @@ def test_config_is_frozen(tmp_path: Path, token_file: Path) -> None:
         cfg.broker_id = 9
 
 
+# -- the move engine's settings (KIP-113) ---------------------------------------------------
+
+THREADS = "num.replica.alter.log.dirs.threads"
+RATE = "intra.broker.throttled.rate"
+RATE_ALIAS = "replica.alter.log.dirs.io.max.bytes.per.second"
+RATE_ALIAS_ENV = "JBOD_REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND"
+
+
+def test_move_defaults_follow_kip_113(tmp_path: Path, token_file: Path) -> None:
+    cfg = load(tmp_path, base_props(tmp_path, token_file))
+    assert cfg.move_threads == len(cfg.log_dirs) == 2  # one worker per log dir
+    assert cfg.intra_broker_throttled_rate == 0  # unlimited
+
+
+def test_move_explicit_values_and_digit_separators(tmp_path: Path, token_file: Path) -> None:
+    cfg = load(tmp_path, {**base_props(tmp_path, token_file), THREADS: "3", RATE: "20_000_000"})
+    assert cfg.move_threads == 3
+    assert cfg.intra_broker_throttled_rate == 20_000_000
+
+
+@pytest.mark.parametrize("value", ["0", str(2**63 - 1), str(2**63)])
+def test_move_throttle_unlimited(tmp_path: Path, token_file: Path, value: str) -> None:
+    # 0 is unlimited here; Kafka's default, Long.MAX_VALUE, means the same.
+    cfg = load(tmp_path, {**base_props(tmp_path, token_file), RATE: value})
+    assert cfg.intra_broker_throttled_rate == 0
+
+
+def test_move_throttle_under_both_names_must_agree(tmp_path: Path, token_file: Path) -> None:
+    base = base_props(tmp_path, token_file)
+    assert load(tmp_path, {**base, RATE: "7", RATE_ALIAS: "7"}).intra_broker_throttled_rate == 7
+    msg = refused(tmp_path, {**base, RATE: "1", RATE_ALIAS: "2"})
+    assert "disagree" in msg and RATE in msg and RATE_ALIAS in msg
+    env = {
+        "JBOD_INTRA_BROKER_THROTTLED_RATE": "1",
+        "JBOD_" + RATE_ALIAS.upper().replace(".", "_"): "2",
+    }
+    assert "disagree" in refused(tmp_path, base, env)
+
+
+def test_move_throttle_env_alias_overrides_the_file(tmp_path: Path, token_file: Path) -> None:
+    env = {RATE_ALIAS_ENV: "2000"}
+    cfg = load(tmp_path, {**base_props(tmp_path, token_file), RATE: "1000"}, env)
+    assert cfg.intra_broker_throttled_rate == 2000
+
+
+@pytest.mark.parametrize(
+    ("change", "setting"),
+    [
+        ({THREADS: "0"}, THREADS),
+        ({THREADS: "257"}, THREADS),
+        ({THREADS: "many"}, THREADS),
+        ({THREADS: "true"}, THREADS),
+        ({RATE: "-5"}, RATE),
+        ({RATE_ALIAS: "fast"}, RATE),  # named by the setting the alias stands for
+    ],
+)
+def test_bad_move_setting_is_refused(
+    tmp_path: Path, token_file: Path, change: dict[str, str], setting: str
+) -> None:
+    assert setting in refused(tmp_path, {**base_props(tmp_path, token_file), **change})
+
+
 # -- refusals: every message names the setting ---------------------------------------------
 
 
@@ -197,6 +259,12 @@ def test_config_is_frozen(tmp_path: Path, token_file: Path) -> None:
         ({"listeners": "http://:9092"}, "listeners", "http://HOST:PORT"),
         ({"auth.disabled": "yes"}, "auth.disabled", "true or false"),
         ({"data.auth.required": "1"}, "data.auth.required", "true or false"),
+        ({"log.dir.headroom.bytes": "-1"}, "log.dir.headroom.bytes", ""),
+        ({"log.dir.headroom.bytes": "1GB"}, "log.dir.headroom.bytes", "integer"),
+        ({"log.dir.headroom.percent": "-0.5"}, "log.dir.headroom.percent", ""),
+        ({"log.dir.headroom.percent": "51"}, "log.dir.headroom.percent", ""),
+        ({"log.dir.headroom.percent": "nan"}, "log.dir.headroom.percent", ""),
+        ({"log.dir.headroom.percent": "five"}, "log.dir.headroom.percent", "number"),
     ],
 )
 def test_bad_value_names_the_setting(
@@ -344,3 +412,20 @@ def test_topic_flush_messages_below_one_is_refused(
 def test_operator_variables_are_not_settings(tmp_path: Path, token_file: Path) -> None:
     env = {"JBOD_OPERATOR_NAMESPACE": "kafka", "JBOD_BROKER_ID": "2"}
     assert load(tmp_path, base_props(tmp_path, token_file), env).broker_id == 2
+
+
+def test_headroom_defaults_and_settings(tmp_path: Path, token_file: Path) -> None:
+    cfg = load(tmp_path, base_props(tmp_path, token_file))
+    assert cfg.headroom.of(1_000_000) == 10_000  # 1% of capacity by default
+    cfg = load(
+        tmp_path,
+        {
+            **base_props(tmp_path, token_file),
+            "log.dir.headroom.bytes": "50000",
+            "log.dir.headroom.percent": "2.5",
+        },
+    )
+    assert cfg.headroom.of(1_000_000) == 50_000  # the larger of the two
+    assert cfg.headroom.of(10_000_000) == 250_000
+    env = {"JBOD_LOG_DIR_HEADROOM_PERCENT": "0"}
+    assert load(tmp_path, base_props(tmp_path, token_file), env).headroom.of(10**9) == 0

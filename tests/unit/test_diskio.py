@@ -20,7 +20,7 @@ from jbod_broker.storage.diskio import (
     pwrite_all,
     write_or_remove,
 )
-from jbod_broker.storage.errors import KafkaStorageError, LogDirFullError
+from jbod_broker.storage.errors import KafkaStorageError
 
 
 def enospc(*_args: object, **_kwargs: object) -> int:
@@ -47,26 +47,6 @@ def test_a_full_disk_takes_the_directory_offline_by_default() -> None:
     full = "offline: append: No space left on device"
     with pytest.raises(KafkaStorageError, match=full), channel.guard("/d", "append"):
         enospc()
-    channel.drain()
-    assert channel.is_offline("/d")
-
-
-def test_no_space_ok_raises_log_dir_full_and_leaves_the_directory_online() -> None:
-    channel = LogDirFailureChannel()
-    full = "/d is full: load log: No space left on device"
-    with (
-        pytest.raises(LogDirFullError, match=full),
-        channel.guard("/d", "load log", no_space_ok=True),
-    ):
-        enospc()
-    assert not channel.is_offline("/d")
-    # Any other error still takes the directory offline.
-    with (
-        pytest.raises(KafkaStorageError) as ei,
-        channel.guard("/d", "load log", no_space_ok=True),
-    ):
-        raise OSError(errno.EIO, "Input/output error")
-    assert not isinstance(ei.value, LogDirFullError)
     channel.drain()
     assert channel.is_offline("/d")
 

@@ -17,10 +17,10 @@ from jbod_broker.storage.checkpoints import parse_epochs
 from jbod_broker.storage.diskio import LogDirFailureChannel
 from jbod_broker.storage.errors import (
     CorruptRecordError,
+    InsufficientSpaceError,
     InvalidRecordError,
     InvalidRequestError,
     KafkaStorageError,
-    LogDirFullError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
@@ -488,7 +488,7 @@ def test_a_failed_load_closes_what_it_opened(
     channel = LogDirFailureChannel()
     with monkeypatch.context() as m:
         m.setattr(LogSegment, "recover", lambda *_a, **_k: enospc_error())
-        with pytest.raises(LogDirFullError):
+        with pytest.raises(InsufficientSpaceError):
             Log.load(log.dir_path, TP, log.config, channel, log_dir=log.log_dir, no_space_ok=True)
         assert channel.offline_dirs() == {}  # the caller decides what a full disk means
         assert open_fds_under(log.dir_path) == []

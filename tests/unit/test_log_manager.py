@@ -29,7 +29,7 @@ from jbod_broker.storage.errors import (
     ReplicaNotAvailableError,
 )
 from jbod_broker.storage.log import Log, LogConfig
-from jbod_broker.storage.log_manager import LogDirSpec, LogManager, resume_verdicts
+from jbod_broker.storage.log_manager import LogDirSpec, LogManager
 from jbod_broker.storage.names import TopicPartition, future_dir_name, log_dir_name
 from jbod_broker.storage.records import build_batch
 from jbod_broker.storage.room import Headroom
@@ -493,26 +493,6 @@ def test_swap_of_logs_that_are_not_the_replicas_is_refused(tmp_path: Path) -> No
 # -- a full disk at start-up: -future copies that cannot be loaded or finished -----------------
 
 
-def test_resume_verdicts_reserve_what_earlier_moves_still_need() -> None:
-    a, b, c = (TopicPartition("t", i) for i in range(3))
-    space = {"/d1": (10_000, 5_000), "/d2": (10_000, 500)}
-    verdicts = resume_verdicts(
-        [(a, "/d1", 3_000), (b, "/d1", 3_000), (c, "/d2", 0)], space, Headroom(bytes=400)
-    )
-    assert verdicts[a].fits and verdicts[a].room_bytes == 4_600
-    assert not verdicts[b].fits and verdicts[b].room_bytes == 1_600  # a's 3000 reserved
-    assert "3000 reserved" in verdicts[b].reason
-    assert verdicts[c].fits  # nothing left to copy, and the headroom is there
-
-
-def test_resume_verdicts_a_refused_move_reserves_nothing() -> None:
-    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
-    verdicts = resume_verdicts(
-        [(a, "/d", 9_000), (b, "/d", 1_000)], {"/d": (10_000, 2_000)}, Headroom()
-    )
-    assert not verdicts[a].fits and verdicts[b].fits
-
-
 def _source_and_half_future(tmp_path: Path) -> tuple[list[str], TopicPartition, str]:
     """A replica on disk0 (~200 KB) and a copy of about half of it on disk1, then a crash."""
     d = dirs_of(tmp_path, 2)
@@ -530,9 +510,11 @@ def _source_and_half_future(tmp_path: Path) -> tuple[list[str], TopicPartition, 
 
 def test_a_move_without_room_to_finish_is_dropped_at_startup(tmp_path: Path) -> None:
     d, tp, future_path = _source_and_half_future(tmp_path)
-    # disk1 is provisioned at 1 MiB, of which the copy holds 100 KB: the other 100 KB plus
-    # the headroom kept for a resumed move (1 MiB) do not fit.
-    lm = LogManager([d[0], LogDirSpec(d[1], 1024 * 1024)], broker_id=1)
+    # disk1 is provisioned at 1 MiB, of which the copy holds 100 KB: the other 100 KB would
+    # fit, but not beside the 1 MiB headroom this broker keeps (the rule every move passes).
+    lm = LogManager(
+        [d[0], LogDirSpec(d[1], 1024 * 1024)], broker_id=1, headroom=Headroom(bytes=1 << 20)
+    )
     report = lm.startup()
     assert lm.offline_dirs() == {} and report.resumable_moves == {}
     assert lm.get_future_log(tp) is None and not os.path.exists(future_path)

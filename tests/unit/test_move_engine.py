@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from jbod_broker.config import load_config
 from jbod_broker.move import (
     AlterResult,
     MoveHooks,
@@ -21,8 +22,7 @@ from jbod_broker.move import (
     ReplicaMoveEngine,
     start_storage,
 )
-from jbod_broker.move.config import THREADS, THROTTLED_RATE_ALIAS
-from jbod_broker.move.testing import Appender, check_sequence, fill, read_values
+from jbod_broker.moves import MoveService
 from jbod_broker.storage.errors import (
     InvalidLogDirError,
     KafkaStorageError,
@@ -31,6 +31,7 @@ from jbod_broker.storage.errors import (
 from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition
+from tests.move_helpers import Appender, check_sequence, fill, read_values
 
 TP = TopicPartition("moves", 0)
 CONFIG = LogConfig(segment_bytes=64 * 1024)
@@ -271,9 +272,14 @@ def test_throttle_change_applies_to_running_moves(lm: LogManager) -> None:
 def test_workers_default_to_one_per_log_dir_and_come_from_config(lm: LogManager) -> None:
     e = ReplicaMoveEngine(lm, start=False)
     assert e.threads == 3
-    e2 = ReplicaMoveEngine.from_config(
-        lm, {THREADS: "2", THROTTLED_RATE_ALIAS: "1000000"}, start=False
-    )
+    env = {
+        "JBOD_BROKER_ID": "1",
+        "JBOD_LOG_DIRS": ",".join(lm.dirs),
+        "JBOD_AUTH_DISABLED": "true",
+        "JBOD_NUM_REPLICA_ALTER_LOG_DIRS_THREADS": "2",
+        "JBOD_REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND": "1000000",
+    }
+    e2 = MoveService(lm, load_config(None, env=env)).engine  # as the broker builds it
     assert e2.threads == 2 and e2.throttle_rate == 1_000_000
 
 

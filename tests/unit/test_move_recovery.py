@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from jbod_broker.move import MoveHooks, MoveState, ReplicaMoveEngine, start_storage
-from jbod_broker.move.testing import fill, read_values
 from jbod_broker.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -24,6 +23,7 @@ from jbod_broker.storage.checkpoints import (
 from jbod_broker.storage.log import LogConfig
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition
+from tests.move_helpers import fill, read_values
 
 TP = TopicPartition("rec", 1)
 CONFIG = LogConfig(segment_bytes=32 * 1024)

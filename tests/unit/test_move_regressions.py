@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from jbod_broker.move import AlterResult, MoveHooks, MoveState, ReplicaMoveEngine, start_storage
-from jbod_broker.move.testing import fill, read_values
 from jbod_broker.storage.checkpoints import parse_epochs
 from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import LEADER_EPOCH_CHECKPOINT, TopicPartition
 from jbod_broker.storage.records import build_batch
+from tests.move_helpers import fill, read_values
 
 TP = TopicPartition("bugs", 0)
 SMALL = LogConfig(segment_bytes=32 * 1024)

@@ -1,52 +1,35 @@
 """Moving replicas between the log directories of one broker (KIP-113).
 
 The public API: :class:`ReplicaMoveEngine` (alter, cancel, describe, wait, resume, shutdown),
-the shared :class:`Throttle`, the zero-copy :class:`FileCopier`, the settings parser
-:func:`parse_move_config` and the start-up glue :func:`start_storage`.
+the shared :class:`Throttle`, the zero-copy :class:`FileCopier` and the start-up glue
+:func:`start_storage`. Its settings are the broker's (:class:`jbod_broker.config.BrokerConfig`).
 """
 
 from __future__ import annotations
 
 from ..wire import MoveState
-from .config import (
-    THREADS,
-    THROTTLED_RATE,
-    THROTTLED_RATE_ALIAS,
-    MoveConfig,
-    MoveConfigError,
-    parse_move_config,
-)
 from .copy import CopyIOError, CopyMethod, FileCopier
-from .engine import (
-    ANY,
-    AlterResult,
-    MoveEngineStoppedError,
-    ReplicaLogDirInfo,
-    ReplicaMoveEngine,
-)
+from .engine import AlterResult, MoveEngineStoppedError, ReplicaMoveEngine
 from .hooks import CRASH_ENV, PAUSE_ENV, MoveHooks
 from .recovery import start_storage
+from .task import TRANSITIONS, MoveTransitionError, ReplicaLogDirInfo, check_transition
 from .throttle import Throttle
 
 __all__ = [
-    "ANY",
     "CRASH_ENV",
     "PAUSE_ENV",
-    "THREADS",
-    "THROTTLED_RATE",
-    "THROTTLED_RATE_ALIAS",
+    "TRANSITIONS",
     "AlterResult",
     "CopyIOError",
     "CopyMethod",
     "FileCopier",
-    "MoveConfig",
-    "MoveConfigError",
     "MoveEngineStoppedError",
     "MoveHooks",
     "MoveState",
+    "MoveTransitionError",
     "ReplicaLogDirInfo",
     "ReplicaMoveEngine",
     "Throttle",
-    "parse_move_config",
+    "check_transition",
     "start_storage",
 ]

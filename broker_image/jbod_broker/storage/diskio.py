@@ -24,24 +24,32 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from .errors import KafkaStorageError, LogDirFullError
+from .errors import InsufficientSpaceError, KafkaStorageError
 
 log = logging.getLogger(__name__)
 
 OfflineListener = Callable[[str, str], None]
 
-SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
-"""The errors that say a filesystem (or a quota) is full rather than failing."""
+OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""The errnos of a full filesystem (or a full quota)."""
 
 
 def is_space_error(e: BaseException) -> bool:
-    """Whether ``e`` says there is no room left (the disk is full, not broken).
+    """Whether ``e`` says there is no room left (the disk is full, not broken)."""
+    return isinstance(e, OSError) and e.errno in OUT_OF_SPACE
 
-    Most callers need not ask: inside :meth:`LogDirFailureChannel.guard` a full disk takes the
-    directory offline like any I/O error (KIP-112). Start-up asks, because a copy it can drop
-    (a ``-future`` folder whose source is intact) is a better answer than a stranded directory.
+
+def shortage(dir_path: str, what: str, e: OSError) -> InsufficientSpaceError:
+    """A move's own write ran out of space: that move's failure, not the directory's.
+
+    Issue 13: an ENOSPC raised by a move's writes into its ``-future`` folder ends the move
+    (the engine removes the folder) and leaves the directory online with its other replicas;
+    only an ENOSPC on a current replica's write is a disk failure (KIP-112).
     """
-    return isinstance(e, OSError) and e.errno in SPACE_ERRNOS
+    where = f" ({e.filename})" if e.filename else ""
+    return InsufficientSpaceError(
+        f"log dir {dir_path} ran out of space: {what}: {os.strerror(e.errno or 0)}{where}"
+    )
 
 
 class LogDirFailureChannel:
@@ -115,24 +123,36 @@ class LogDirFailureChannel:
             raise KafkaStorageError(f"log directory {dir_path} is offline: {reason}")
 
     @contextmanager
-    def guard(self, dir_path: str, what: str, *, no_space_ok: bool = False) -> Iterator[None]:
+    def guard(self, dir_path: str, what: str, *, shortage_fails_dir: bool = True) -> Iterator[None]:
         """Run a disk operation on ``dir_path``; an OSError takes that directory offline.
 
-        With ``no_space_ok`` a full disk (:func:`is_space_error`) raises
-        :class:`LogDirFullError` instead and the directory stays online: for a caller that can
-        free the space itself (start-up dropping a redundant ``-future`` copy).
+        ``shortage_fails_dir=False`` is for a move's writes into its future copy: running out
+        of space there raises :func:`shortage` and the directory stays online.
         """
         self.check(dir_path)
         try:
             yield
         except OSError as e:
+            if not shortage_fails_dir and is_space_error(e):
+                raise shortage(dir_path, what, e) from e
             reason = f"{what}: {os.strerror(e.errno) if e.errno else e}"
             if e.filename:
                 reason += f" ({e.filename})"
-            if no_space_ok and is_space_error(e):
-                raise LogDirFullError(f"log directory {dir_path} is full: {reason}") from e
             self.mark_offline(dir_path, reason, wait=False)
             raise KafkaStorageError(f"log directory {dir_path} is offline: {reason}") from e
+
+
+def preallocate(fd: int, length: int) -> None:
+    """Reserve ``length`` bytes of blocks for a file about to be written in full (its size
+    becomes ``length``), so that a full disk fails here, before any byte is copied.
+    Filesystems without fallocate (EOPNOTSUPP) skip it: the writes then meet the shortage."""
+    if length <= 0:
+        return
+    try:
+        os.posix_fallocate(fd, 0, length)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise
 
 
 def fsync_dir(path: str) -> None:

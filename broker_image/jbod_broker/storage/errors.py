@@ -19,7 +19,7 @@ error a broker can answer with" catches :class:`KafkaError`. The part of the tre
         ├── RecordTooLargeError      a batch larger than max.message.bytes
         ├── InvalidRecordError       a batch that is well formed but unacceptable here
         ├── KafkaStorageError        the directory holding the replica is offline
-        │   └── LogDirFullError      ... or would be, but its caller answers a full disk itself
+        ├── InsufficientSpaceError   a directory has no room for a move or a new replica
         ├── LogDirNotFoundError      no configured directory with that path
         ├── ReplicaNotAvailableError the replica has no log on this broker (yet)
         └── NoLiveLogDirError        every log directory is offline: the broker must stop
@@ -76,13 +76,14 @@ class KafkaStorageError(StorageError):
     kafka_error = "KAFKA_STORAGE_ERROR"
 
 
-class LogDirFullError(KafkaStorageError):
-    """A write found no space left (ENOSPC, EDQUOT) and the directory stayed online.
-
-    Raised only where the caller asked for it (``guard(..., no_space_ok=True)``) because it has a
-    better answer than KIP-112's: start-up drops a ``-future`` copy it cannot load for lack of
-    space, whose source is intact, instead of taking the whole directory offline.
+class InsufficientSpaceError(StorageError):
+    """No room on a directory for a move or a new replica (storage.room's rule), refused
+    before any byte lands. Kafka has no code for it; POLICY_VIOLATION says "your request
+    breaks a rule this broker enforces" and the message names the dir and every figure.
+    The directory stays online: this is not a disk failure.
     """
+
+    kafka_error = "POLICY_VIOLATION"
 
 
 class LogDirNotFoundError(StorageError):

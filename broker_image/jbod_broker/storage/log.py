@@ -23,7 +23,7 @@ from typing import NamedTuple, ParamSpec, TypeVar
 
 from .checkpoints import CheckpointError, format_epochs, parse_epochs
 from .clock import wall_ms
-from .diskio import LogDirFailureChannel, write_atomically, write_or_remove
+from .diskio import OUT_OF_SPACE, LogDirFailureChannel, shortage, write_atomically, write_or_remove
 from .errors import (
     InvalidRecordError,
     InvalidRequestError,
@@ -222,7 +222,7 @@ class Log:
         Needs no new space for what the folder holds (KAFKA-13773): recovery only shortens
         files and rebuilds indexes in memory, and the leader-epoch file is rewritten only if
         there is room. With ``no_space_ok`` a full disk that stops it anyway raises
-        :class:`LogDirFullError` and leaves the directory online (start-up then drops a
+        :class:`InsufficientSpaceError` and leaves the directory online (start-up then drops a
         ``-future`` copy). A failed load closes every descriptor it opened.
         """
         log = cls(dir_path, tp, config, channel, log_dir=log_dir, is_future=is_future)
@@ -345,8 +345,10 @@ class Log:
         self._refuse_if_unusable()
         self.channel.check(self.log_dir)
 
-    def _io_failed(self, e: OSError, what: str) -> KafkaStorageError:
+    def _io_failed(self, e: OSError, what: str) -> StorageError:
         """What the failure guard does, for the hot paths that inline it."""
+        if self.is_future and e.errno in OUT_OF_SPACE:
+            return shortage(self.log_dir, f"{what} {self.tp}", e)
         reason = f"{what} {self.tp}: {os.strerror(e.errno) if e.errno else e}"
         if e.filename:
             reason += f" ({e.filename})"
@@ -358,7 +360,13 @@ class Log:
         self, what: str, *, closed_ok: bool = False, no_space_ok: bool = False
     ) -> Iterator[None]:
         self._refuse_if_unusable(closed_ok=closed_ok)
-        with self.channel.guard(self.log_dir, f"{what} {self.tp}", no_space_ok=no_space_ok):
+        # A future copy that runs out of space fails its move (or, at start-up, is dropped),
+        # not its directory (issue 13); so does a caller that frees the space itself.
+        with self.channel.guard(
+            self.log_dir,
+            f"{what} {self.tp}",
+            shortage_fails_dir=not (self.is_future or no_space_ok),
+        ):
             yield
 
     def _append_segment(self, seg: LogSegment) -> None:

@@ -52,12 +52,12 @@ from .checkpoints import (
 )
 from .diskio import LogDirFailureChannel, fsync_dir, is_space_error, write_atomically
 from .errors import (
+    InsufficientSpaceError,
     InvalidLogDirError,
     InvalidRequestError,
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
-    LogDirFullError,
     NoLiveLogDirError,
     ReplicaNotAvailableError,
 )
@@ -110,10 +110,6 @@ class SwapPoint(StrEnum):
 SwapCallback = Callable[[SwapPoint], None]
 
 _TRANSIENT_SUFFIXES = (".tmp", CLEANED_SUFFIX, SWAP_SUFFIX, ".deleted")
-_RESUME_HEADROOM = Headroom(bytes=1024 * 1024)
-"""Kept free, beyond what an interrupted move still has to copy, for it to be resumed at
-start-up: the swap writes checkpoints, the leader-epoch file and indexes, and appends to the
-source go on while the copy runs."""
 _SWAP_LOCK_BACKOFF_S = 0.001
 _SWAP_LOCK_TRY_S = 0.05
 
@@ -144,6 +140,10 @@ class LogDirInfo:
     usable_bytes: int
     cordoned: bool
     replicas: list[ReplicaInfo] = field(default_factory=list)
+    reserved_bytes: int = 0
+    """What moves in flight to this dir still have to write."""
+    headroom_bytes: int = 0
+    """What the broker keeps free here (its headroom applied to the capacity)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +182,7 @@ class LogManager:
         cluster_id: str | None = None,
         default_config: LogConfig | None = None,
         channel: LogDirFailureChannel | None = None,
+        headroom: Headroom | None = None,
     ) -> None:
         specs = [d if isinstance(d, LogDirSpec) else LogDirSpec(d) for d in log_dirs]
         if not specs:
@@ -205,6 +206,11 @@ class LogManager:
         self._offline_replicas: dict[TopicPartition, str] = {}
         self._preferred_dirs: dict[TopicPartition, str] = {}
         self._cordoned: set[str] = set()
+        self.headroom = headroom or Headroom()
+        # Room promised to moves in flight: replica -> destination dir. The amount is computed
+        # when asked (what the move still has to write), so a copy in progress holds exactly
+        # its remainder and a source that grows holds more (issue 13, storage.room).
+        self._reservations: dict[TopicPartition, str] = {}
         self._directory_ids: dict[str, str] = {}
         self._pending_deletes: list[str] = []
         self._listeners: list[OfflineReplicasListener] = []
@@ -312,7 +318,7 @@ class LogManager:
                     clean_shutdown=clean and tp in recovery,
                     no_space_ok=is_future,  # a copy: dropped rather than strand the directory
                 )
-            except LogDirFullError as e:
+            except InsufficientSpaceError as e:
                 self._unloaded_futures.append(_UnloadedFuture(tp, path, d, str(e)))
                 continue
             logs.append(lg)
@@ -451,16 +457,20 @@ class LogManager:
 
         Resuming a move into a full disk would fill it again, and KIP-112 would then take every
         replica on it offline: a copy that cannot be finished is worth less than the room it
-        takes. The rule is room.py's, with each resumed move's remaining bytes reserved.
+        takes. The rule is the one every move passes (:meth:`reserve_room`: room.py's, with the
+        broker's headroom), taken in replica order, each resumed move's remainder reserved.
         """
-        space = self._space_of({fut.log_dir for fut, _ in moves})
-        live = [(fut, src) for fut, src in moves if fut.log_dir in space]
-        needs = [(fut.tp, fut.log_dir, remaining_to_write(src.size, fut.size)) for fut, src in live]
-        verdicts = resume_verdicts(needs, space, _RESUME_HEADROOM)
-        for fut, src in live:
+        for fut, src in sorted(moves, key=lambda m: m[0].tp):
             tp = fut.tp
-            verdict = verdicts[tp]
-            if verdict.fits:
+            if self.channel.is_offline(fut.log_dir):
+                continue  # offline now: its futures go with it
+            try:
+                self.reserve_room(tp, fut.log_dir)
+            except InsufficientSpaceError as e:
+                why = str(e)
+            except KafkaStorageError:
+                continue
+            else:
                 report.resumable_moves[tp] = fut.log_dir
                 continue
             with self._lock:
@@ -471,19 +481,8 @@ class LogManager:
             if self._remove_future_folder(tp, path, fut.log_dir):
                 report.note(
                     f"{tp}: dropped the future copy {path}: the move cannot be resumed, "
-                    f"{verdict.reason}; its source {src.dir_path} is intact"
+                    f"{why}; its source {src.dir_path} is intact"
                 )
-
-    def _space_of(self, dirs: Iterable[str]) -> dict[str, tuple[int, int]]:
-        """(total, usable) bytes of each directory that can still be asked."""
-        out: dict[str, tuple[int, int]] = {}
-        for d in sorted(dirs):
-            try:
-                with self.channel.guard(d, "statvfs"):
-                    out[d] = self.dir_usage(d)
-            except KafkaStorageError:
-                continue  # offline now: its futures go with it
-        return out
 
     def _remove_future_folder(self, tp: TopicPartition, path: str, d: str) -> bool:
         """Delete a dropped ``-future`` folder now (the directory needs the space); ``False``
@@ -600,6 +599,68 @@ class LogManager:
             else:
                 self._cordoned.discard(d)
 
+    # -- room (issue 13: a move never fills a disk) ----------------------------------------
+
+    def dir_space(self, d: str, *, excluding: TopicPartition | None = None) -> DirSpace:
+        """A live directory's space and what moves in flight to it still have to write."""
+        with self.channel.guard(d, "statvfs"):
+            total, usable = self.dir_usage(d)
+        with self._lock:
+            reserved = sum(
+                self._still_to_write(tp, dest)
+                for tp, dest in self._reservations.items()
+                if dest == d and tp != excluding
+            )
+        return DirSpace(d, total, usable, reserved)
+
+    def reserved_bytes(self, d: str) -> int:
+        """What the moves in flight to ``d`` still have to write (0 when none)."""
+        with self._lock:
+            return sum(
+                self._still_to_write(tp, dest)
+                for tp, dest in self._reservations.items()
+                if dest == d
+            )
+
+    def headroom_bytes(self, d: str) -> int:
+        """The bytes this broker keeps free on ``d`` (its headroom applied to the capacity)."""
+        with self.channel.guard(d, "statvfs"):
+            return self.headroom.of(self.dir_usage(d)[0])
+
+    def _still_to_write(self, tp: TopicPartition, dest: str) -> int:
+        """What moving ``tp`` to ``dest`` still has to write (0 once it lives there)."""
+        src = self._current_logs.get(tp)
+        if src is None or src.log_dir == dest:
+            return 0
+        fut = self._future_logs.get(tp)
+        copied = fut.size if fut is not None and fut.log_dir == dest else 0
+        return remaining_to_write(src.size, copied)
+
+    def room_for_move(self, tp: TopicPartition, dest: str) -> RoomVerdict:
+        """Whether moving ``tp`` to ``dest`` fits now, beside the moves already reserved."""
+        with self._lock:
+            need = self._still_to_write(tp, dest)
+            return check_room(self.dir_space(dest, excluding=tp), need, self.headroom)
+
+    def reserve_room(self, tp: TopicPartition, dest: str) -> None:
+        """Promise ``dest`` the room ``tp``'s move still needs, or refuse saying why.
+
+        Check and promise are one step under the manager's lock, so two moves that each fit
+        alone but not together are never both accepted: the second sees the first's
+        reservation. Released by :meth:`release_room` when the move ends, whatever the end.
+        """
+        with self._lock:
+            verdict = self.room_for_move(tp, dest)
+            if not verdict.fits:
+                raise InsufficientSpaceError(f"cannot move {tp}: {verdict.reason}")
+            self._reservations[tp] = dest
+
+    def release_room(self, tp: TopicPartition, dest: str) -> None:
+        """The move of ``tp`` to ``dest`` ended; a newer move of ``tp`` elsewhere keeps its own."""
+        with self._lock:
+            if self._reservations.get(tp) == dest:
+                del self._reservations[tp]
+
     # -- logs -----------------------------------------------------------------------------
 
     def get_log(self, tp: TopicPartition) -> Log | None:
@@ -710,7 +771,7 @@ class LogManager:
                 )
             preferred = self._preferred_dirs.get(tp)
             last_error: Exception | None = None
-            for d in rank_log_dirs(self.dir_states(), preferred=preferred):
+            for d in self._dirs_with_room_for_new_replica(tp, preferred):
                 try:
                     lg = Log.create(
                         os.path.join(d, log_dir_name(tp)),
@@ -730,6 +791,26 @@ class LogManager:
                 )
                 return lg
             raise KafkaStorageError(f"cannot create log for {tp}: {last_error}")
+
+    def _dirs_with_room_for_new_replica(
+        self, tp: TopicPartition, preferred: str | None
+    ) -> list[str]:
+        """Candidates for a new replica, best first, leaving out dirs without room (issue 13).
+
+        A dir at or under its headroom gets no new replica, even when named ahead of time:
+        the replica would fill it. When no live dir has room the creation is refused with
+        each dir's figures; the dirs stay online.
+        """
+        states = self.dir_states()
+        full = {st.path: self.dir_space(st.path) for st in states if st.live}
+        full = {d: sp for d, sp in full.items() if not check_room(sp, 0, self.headroom).fits}
+        try:
+            return rank_log_dirs(states, preferred=preferred, exclude=full)
+        except KafkaStorageError:
+            if not full:
+                raise
+            reasons = "; ".join(check_room(sp, 0, self.headroom).reason for sp in full.values())
+            raise InsufficientSpaceError(f"cannot create a log for {tp}: {reasons}") from None
 
     def create_future_log(self, tp: TopicPartition, dest: str) -> Log:
         """The destination copy of a move (``<tp>.<uuid>-future`` on ``dest``)."""
@@ -1127,7 +1208,19 @@ class LogManager:
                         snap.log_end_offset,
                     )
                 )
-            out.append(LogDirInfo(d, True, None, total, usable, d in self._cordoned, replicas))
+            out.append(
+                LogDirInfo(
+                    d,
+                    True,
+                    None,
+                    total,
+                    usable,
+                    d in self._cordoned,
+                    replicas,
+                    reserved_bytes=self.reserved_bytes(d),
+                    headroom_bytes=self.headroom.of(total),
+                )
+            )
         return out
 
     # -- periodic work and shutdown -------------------------------------------------------
@@ -1174,25 +1267,6 @@ class LogManager:
                     write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
             except KafkaStorageError:
                 continue
-
-
-def resume_verdicts(
-    needs: Sequence[tuple[TopicPartition, str, int]],
-    space: dict[str, tuple[int, int]],
-    headroom: Headroom,
-) -> dict[TopicPartition, RoomVerdict]:
-    """Whether each interrupted move, (replica, destination, bytes still to copy), fits on its
-    destination of (total, usable) bytes. Taken in order: what the moves before it on the
-    same directory still have to write is reserved, as for moves started together."""
-    reserved: dict[str, int] = {}
-    out: dict[TopicPartition, RoomVerdict] = {}
-    for tp, d, need in needs:
-        total, usable = space[d]
-        verdict = check_room(DirSpace(d, total, usable, reserved.get(d, 0)), need, headroom)
-        if verdict.fits:
-            reserved[d] = reserved.get(d, 0) + need
-        out[tp] = verdict
-    return out
 
 
 def _ignore_point(point: SwapPoint) -> None:

@@ -32,7 +32,9 @@ def describe_to_kip(
     """KIP-113's ``kafka-log-dirs`` JSON from the brokers' describe-log-dirs answers.
 
     ``{"version": 1, "brokers": [{"broker": id, "log dirs": [{"is_live", "path",
-    "partitions": [{"topic", "partition", "size", "offset_lag", "is_temporary"}]}]}]}``,
+    "partitions": [{"topic", "partition", "size", "offset_lag", "is_temporary"}],
+    "total_bytes", "usable_bytes", "reserved_bytes", "headroom_bytes"}]}]}`` (the four byte
+    counts are ours: the room a move into the dir is checked against),
     brokers by id, log dirs in the broker's order, partitions by topic and partition (a future
     replica after the current one)."""
     want_b = set(brokers) if brokers is not None else None
@@ -54,7 +56,19 @@ def describe_to_kip(
                 for p in sorted(d.partitions, key=lambda p: (p.topic, p.partition, p.is_future))
                 if want_t is None or p.topic in want_t
             ]
-            dirs.append({"is_live": d.is_live, "path": d.path, "partitions": parts})
+            dirs.append(
+                {
+                    "is_live": d.is_live,
+                    "path": d.path,
+                    "partitions": parts,
+                    # Beyond KIP-113 (extra keys leave Kafka's readers unchanged): the space
+                    # a move is checked against (issue 13).
+                    "total_bytes": d.total_bytes,
+                    "usable_bytes": d.usable_bytes,
+                    "reserved_bytes": d.reserved_bytes,
+                    "headroom_bytes": d.headroom_bytes,
+                }
+            )
         out.append({"broker": r.broker_id, "log dirs": dirs})
     return {"version": 1, "brokers": out}
 
@@ -211,7 +225,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "describe",
         help="print kafka-log-dirs JSON",
         description="Print KIP-113's kafka-log-dirs JSON: per broker, per log dir, the replicas "
-        "in it with size and offset lag (is_temporary: the future replica of a move).",
+        "in it with size and offset lag (is_temporary: the future replica of a move), and each "
+        "dir's total, usable, reserved (by moves in flight) and headroom bytes.",
     )
     src = d.add_mutually_exclusive_group(required=True)
     src.add_argument(

@@ -1,5 +1,7 @@
 """Helpers for tests and benchmarks of moves: known payloads, appenders, reading a log back.
 
+They live with the tests, not in the broker package: nothing in production uses them.
+
 Payloads are ``b"<tag>:<seq>"`` with ``seq`` counting from 0 per appender, so a log read back
 can be checked for loss, duplicates and order without keeping every byte in memory.
 """
@@ -10,9 +12,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from ..storage.errors import KafkaStorageError
-from ..storage.log import Log
-from ..storage.records import build_batch, decode_batch, iter_batches
+from jbod_broker.storage.errors import KafkaStorageError
+from jbod_broker.storage.log import Log
+from jbod_broker.storage.records import build_batch, decode_batch, iter_batches
 
 
 def payload(tag: str, seq: int, pad: int = 0) -> bytes:
