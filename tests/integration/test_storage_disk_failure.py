@@ -717,17 +717,18 @@ def test_halt_is_called_once_at_startup(dirs: list[str], chmod: Callable[[str, i
 
 
 def test_kafka_13773_disk_full_while_loading_logs(tmp_path: Path, small_tmpfs: str) -> None:
-    """A full disk while loading logs (Kafka shut the broker down): loading goes on.
+    """A full disk while loading logs (Kafka shut the broker down): the directory comes online.
 
-    Today recovery needs no new space there (cutting a torn tail frees some; indexes are
-    rebuilt in memory and written at the next flush), so that directory loads and serves every
-    acknowledged record. Should loading ever write there, the only other outcome accepted is
-    that directory going offline with ENOSPC named; never a stop, and never the good
-    directory harmed.
+    Loading needs no new space for what a directory holds: cutting a torn tail only shortens a
+    file, and indexes are rebuilt in memory and written at the next flush. So the full
+    directory loads and serves every acknowledged record, and the good one is not harmed.
+    (tests/integration/test_storage_full_disk.py covers more of it: a half-copied ``-future``
+    folder, an epoch to forget, a clean shutdown, a real broker process.)
     """
     good = str(tmp_path / "disk0")
     dirs = [good, small_tmpfs]
-    lm = new_manager(dirs, config=LogConfig(retention_ms=-1))
+    config = LogConfig(segment_bytes=16 * 1024, retention_ms=-1)
+    lm = new_manager(dirs, config=config)
     lm.startup()
     tps = {good: [TopicPartition("t", 0)], small_tmpfs: [TopicPartition("t", 1)]}
     logs = place(lm, tps)
@@ -737,6 +738,9 @@ def test_kafka_13773_disk_full_while_loading_logs(tmp_path: Path, small_tmpfs: s
             append(lg, tp, acked[tp])
     for lg in logs.values():
         lg.flush()
+    for _ in range(10):  # not flushed, in a new segment: its index entries are only in memory
+        for tp, lg in logs.items():
+            append(lg, tp, acked[tp])
     # A torn tail on the small disk (recovery must cut it and rebuild indexes), then a crash:
     # no clean-shutdown marker, descriptors dropped without writing anything.
     seg = os.path.join(small_tmpfs, log_dir_name(TopicPartition("t", 1)))
@@ -747,28 +751,20 @@ def test_kafka_13773_disk_full_while_loading_logs(tmp_path: Path, small_tmpfs: s
     close_fds_under(good)
     fill_up(small_tmpfs)
 
-    lm2 = new_manager(dirs, config=LogConfig(retention_ms=-1))
+    lm2 = new_manager(dirs, config=config)
     rec = Recorder()
+    lm2.add_offline_listener(rec.listener)
     lm2.on_no_live_dirs(rec.halt)
     try:
-        lm2.startup()  # must not raise: one directory is still good
+        report = lm2.startup()
         lm2.channel.drain()
-        assert rec.halts == []
-        offline = lm2.offline_dirs()
-        print("offline after loading:", offline)
-        assert set(offline) <= {small_tmpfs}
-        if offline:
-            assert "No space left on device" in offline[small_tmpfs], offline
-            with pytest.raises(KafkaStorageError):
-                lm2.log_or_error(TopicPartition("t", 1))
-        else:  # recovery needed no space after all: then the data must all be there
-            assert (
-                read_rows(lm2.log_or_error(TopicPartition("t", 1)))
-                == acked[TopicPartition("t", 1)].rows
-            )
+        assert lm2.offline_dirs() == {}, report.actions
+        assert rec.offline == [] and rec.halts == []
+        for tp in logs:
+            assert read_rows(lm2.log_or_error(tp)) == acked[tp].rows, tp
         good_log = lm2.log_or_error(TopicPartition("t", 0))
-        assert read_rows(good_log) == acked[TopicPartition("t", 0)].rows
         append(good_log, TopicPartition("t", 0), acked[TopicPartition("t", 0)])
+        assert read_rows(good_log) == acked[TopicPartition("t", 0)].rows
     finally:
         lm2.shutdown()
         close_fds_under(small_tmpfs)

@@ -5,23 +5,29 @@ Real files in a temporary directory (no processes): the unit tier of the storage
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from jbod_broker.storage.checkpoints import parse_epochs
 from jbod_broker.storage.diskio import LogDirFailureChannel
 from jbod_broker.storage.errors import (
     CorruptRecordError,
+    InsufficientSpaceError,
     InvalidRecordError,
     InvalidRequestError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
 from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch, decode_batch, iter_batches
+from jbod_broker.storage.segment import LogSegment
 
 TP = TopicPartition("t", 0)
 
@@ -362,3 +368,149 @@ def test_delete_records_moves_log_start(tmp_path: Path) -> None:
     assert hdr.base_offset == 10
     assert log.delete_old_segments() > 0
     assert log.segments[0].base_offset <= 11
+
+
+# -- loading needs no new space (KAFKA-13773) -----------------------------------------------
+
+
+def _no_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make every write of new bytes fail as on a full disk; returns what was attempted."""
+    tried: list[str] = []
+
+    def full(name: str) -> Callable[..., int]:
+        def fail(*_args: object) -> int:
+            tried.append(name)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        return fail
+
+    monkeypatch.setattr(os, "write", full("write"))
+    monkeypatch.setattr(os, "pwrite", full("pwrite"))
+    return tried
+
+
+def _crashed_log(tmp_path: Path) -> tuple[Log, list[bytes]]:
+    """A log of several segments whose last appends never reached a flush, then a torn
+    write, a checkpointed epoch whose first batch never came, and a process that died."""
+    log = make_log(tmp_path, segment_bytes=2048, index_interval_bytes=100)
+    for i in range(30):
+        log.append_as_leader(batch(i, 2, 100), 3)
+    log.flush()
+    for i in range(30, 40):
+        log.append_as_leader(batch(i, 2, 100), 3)
+    values = all_values(log)
+    log.epochs.assign(5, log.log_end_offset)
+    with open(log.active.log_path, "ab") as f:
+        f.write(batch(99)[:40])
+    log.close_quietly()
+    return log, values
+
+
+def test_recovery_on_a_full_disk_writes_nothing_and_loads_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, values = _crashed_log(tmp_path)
+    channel = LogDirFailureChannel()
+    with monkeypatch.context() as m:
+        tried = _no_writes(m)
+        log2 = Log.load(
+            log.dir_path, TP, log.config, channel, log_dir=log.log_dir, recovery_point=0
+        )
+    assert tried == ["write"]  # only the epoch file was tried, and it is gone instead
+    assert channel.offline_dirs() == {}
+    assert not os.path.exists(os.path.join(log.dir_path, "leader-epoch-checkpoint"))
+    assert log2.log_end_offset == 80 and all_values(log2) == values
+    assert log2.epochs.entries() == [(3, 0)]
+    for off in range(0, 80, 7):  # the indexes rebuilt in memory find every offset
+        hdr = next(iter_batches(log2.read(off, 1).data))[1]
+        assert hdr.base_offset <= off <= hdr.last_offset
+    # The files hold nothing the rebuild has not confirmed; a flush writes the rest.
+    assert all(os.path.getsize(s.index.path) == 0 for s in log2.segments)
+    log2.flush()
+    for seg in log2.segments:
+        with open(seg.index.path, "rb") as f:
+            entries = list(struct.iter_unpack(">ii", f.read()))
+        assert len(entries) == seg.index.entries > 0
+    log3 = reopen(log2, clean=True)
+    assert all_values(log3) == values and log3.epochs.entries() == [(3, 0)]
+
+
+def test_an_index_rebuilt_but_never_written_is_rebuilt_again_not_trusted_empty(
+    tmp_path: Path,
+) -> None:
+    log, values = _crashed_log(tmp_path)
+    log2 = Log.load(log.dir_path, TP, log.config, LogDirFailureChannel(), log_dir=log.log_dir)
+    log2.close_quietly()  # died again before any flush: the index files are empty
+    assert all(os.path.getsize(s.index.path) == 0 for s in log2.segments)
+    log3 = Log.load(
+        log.dir_path,
+        TP,
+        log.config,
+        LogDirFailureChannel(),
+        log_dir=log.log_dir,
+        recovery_point=80,  # every segment trusted as it is
+        clean_shutdown=True,
+    )
+    assert all_values(log3) == values and log3.log_end_offset == 80
+    assert all(s.index.entries > 0 and s.index_pending for s in log3.segments)
+
+
+def test_a_flush_writes_indexes_rebuilt_below_the_recovery_point(tmp_path: Path) -> None:
+    log, _ = _crashed_log(tmp_path)
+    log2 = Log.load(
+        log.dir_path,
+        TP,
+        log.config,
+        LogDirFailureChannel(),
+        log_dir=log.log_dir,
+        recovery_point=80,
+        clean_shutdown=True,  # trusted, but every index is empty: rebuilt in memory
+    )
+    log2.roll()
+    log2.append_as_leader(batch(50), 3)
+    log2.flush()  # the recovery point was already past the rebuilt segments
+    assert not any(s.index_pending for s in log2.segments)
+    assert all(os.path.getsize(s.index.path) > 0 for s in log2.segments)
+
+
+def test_loading_rewrites_the_epoch_file_when_there_is_room(tmp_path: Path) -> None:
+    log, _ = _crashed_log(tmp_path)
+    log2 = Log.load(log.dir_path, TP, log.config, LogDirFailureChannel(), log_dir=log.log_dir)
+    with open(os.path.join(log.dir_path, "leader-epoch-checkpoint"), "rb") as f:
+        assert parse_epochs(f.read(), "test") == [(3, 0)]
+    assert log2.epochs.entries() == [(3, 0)]
+
+
+def test_a_failed_load_closes_what_it_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, _ = _crashed_log(tmp_path)
+    channel = LogDirFailureChannel()
+    with monkeypatch.context() as m:
+        m.setattr(LogSegment, "recover", lambda *_a, **_k: enospc_error())
+        with pytest.raises(InsufficientSpaceError):
+            Log.load(log.dir_path, TP, log.config, channel, log_dir=log.log_dir, no_space_ok=True)
+        assert channel.offline_dirs() == {}  # the caller decides what a full disk means
+        assert open_fds_under(log.dir_path) == []
+        with pytest.raises(KafkaStorageError, match="No space left on device"):
+            Log.load(log.dir_path, TP, log.config, channel, log_dir=log.log_dir)
+        channel.drain()
+        assert set(channel.offline_dirs()) == {log.log_dir}  # the default: KIP-112
+        assert open_fds_under(log.dir_path) == []
+
+
+def enospc_error() -> int:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def open_fds_under(path: str) -> list[str]:
+    prefix = os.path.realpath(path) + os.sep
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(prefix):
+            out.append(target)
+    return out

@@ -6,10 +6,12 @@ the integration tier fails real directories with chmod 000 and a full tmpfs.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +32,8 @@ from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.log_manager import LogDirSpec, LogManager
 from jbod_broker.storage.names import TopicPartition, future_dir_name, log_dir_name
 from jbod_broker.storage.records import build_batch
+from jbod_broker.storage.room import Headroom
+from jbod_broker.storage.segment import LogSegment
 
 
 def dirs_of(tmp_path: Path, n: int = 3) -> list[str]:
@@ -484,3 +488,105 @@ def test_swap_of_logs_that_are_not_the_replicas_is_refused(tmp_path: Path) -> No
         lm.replace_current_with_future_log(tp, source, other_future, catch_up=lambda: None)
     assert lm.get_log(tp) is source and lm.get_future_log(tp) is future
     assert lm.get_future_log(other) is other_future and other_future.is_future
+
+
+# -- a full disk at start-up: -future copies that cannot be loaded or finished -----------------
+
+
+def _source_and_half_future(tmp_path: Path) -> tuple[list[str], TopicPartition, str]:
+    """A replica on disk0 (~200 KB) and a copy of about half of it on disk1, then a crash."""
+    d = dirs_of(tmp_path, 2)
+    lm = start(d)
+    tp = TopicPartition("t", 0)
+    lm.set_preferred_dir(tp, d[0])
+    fill(lm, tp, 200)
+    source = lm.get_log(tp)
+    assert source is not None
+    future = lm.create_future_log(tp, d[1])
+    future.append_as_follower(source.read(0, 100_000).data)
+    lm.shutdown()
+    return d, tp, future.dir_path
+
+
+def test_a_move_without_room_to_finish_is_dropped_at_startup(tmp_path: Path) -> None:
+    d, tp, future_path = _source_and_half_future(tmp_path)
+    # disk1 is provisioned at 1 MiB, of which the copy holds 100 KB: the other 100 KB would
+    # fit, but not beside the 1 MiB headroom this broker keeps (the rule every move passes).
+    lm = LogManager(
+        [d[0], LogDirSpec(d[1], 1024 * 1024)], broker_id=1, headroom=Headroom(bytes=1 << 20)
+    )
+    report = lm.startup()
+    assert lm.offline_dirs() == {} and report.resumable_moves == {}
+    assert lm.get_future_log(tp) is None and not os.path.exists(future_path)
+    # Deleted at once, not queued (no -delete folder either): the directory needs the room.
+    assert [n for n in os.listdir(d[1]) if os.path.isdir(os.path.join(d[1], n))] == []
+    (note,) = [a for a in report.actions if "dropped the future copy" in a]
+    assert "the move cannot be resumed" in note and f"log dir {d[1]} has no room" in note
+    lg = lm.get_log(tp)
+    assert lg is not None and lg.log_dir == d[0] and lg.log_end_offset == 200
+
+
+def test_a_move_with_room_to_finish_is_resumed(tmp_path: Path) -> None:
+    d, tp, future_path = _source_and_half_future(tmp_path)
+    lm = LogManager([d[0], LogDirSpec(d[1], 4 * 1024 * 1024)], broker_id=1)
+    report = lm.startup()
+    assert report.resumable_moves == {tp: d[1]} and os.path.isdir(future_path)
+
+
+def _futures_cannot_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a -future folder fails for lack of space (the disk is full); others load."""
+    real = LogSegment.recover
+
+    def recover(seg: LogSegment, *args: Any, **kwargs: Any) -> int:
+        if seg.dir_path.endswith("-future"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), seg.log_path)
+        return real(seg, *args, **kwargs)
+
+    monkeypatch.setattr(LogSegment, "recover", recover)
+
+
+def test_a_future_that_cannot_be_loaded_for_lack_of_space_is_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d, tp, future_path = _source_and_half_future(tmp_path)
+    _futures_cannot_load(monkeypatch)
+    lm = LogManager(d, broker_id=1)
+    report = lm.startup()
+    lm.channel.drain()
+    assert lm.offline_dirs() == {} and report.resumable_moves == {}
+    assert not os.path.exists(future_path) and lm.get_future_log(tp) is None
+    (note,) = [a for a in report.actions if "dropped the future copy" in a]
+    assert "cannot be loaded for lack of space" in note and "No space left on device" in note
+    lg = lm.get_log(tp)
+    assert lg is not None and lg.log_end_offset == 200
+
+
+def test_the_only_copy_that_cannot_be_loaded_for_lack_of_space_takes_its_dir_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d, _ = _make_future_only(tmp_path)
+    _futures_cannot_load(monkeypatch)
+    lm = LogManager(d, broker_id=1)
+    report = lm.startup()
+    lm.channel.drain()
+    assert set(lm.offline_dirs()) == {d[1]}  # nothing can be dropped: it holds the data
+    assert "No space left on device" in lm.offline_dirs()[d[1]]
+    assert any(n.endswith("-future") for n in os.listdir(d[1]))
+    assert any("the only copy" in a for a in report.actions)
+
+
+def test_a_lone_future_that_cannot_be_loaded_beside_a_bad_dir_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d, tp = _make_future_only(tmp_path)
+    os.rename(d[0], d[0] + ".gone")
+    with open(d[0], "w") as f:  # the first disk is now unusable
+        f.write("x")
+    _futures_cannot_load(monkeypatch)
+    lm = LogManager(d, broker_id=1)
+    report = lm.startup()
+    lm.channel.drain()
+    assert set(lm.offline_dirs()) == {d[0]}  # the source may be there (KAFKA-16082)
+    assert tp in lm.offline_replicas() and lm.get_log(tp) is None
+    assert any(n.endswith("-future") for n in os.listdir(d[1]))
+    assert any("future left in place" in a for a in report.actions)

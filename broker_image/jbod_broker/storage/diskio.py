@@ -15,6 +15,7 @@ listeners inline would invert the manager-then-log lock order and deadlock.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -31,6 +32,11 @@ OfflineListener = Callable[[str, str], None]
 
 OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 """The errnos of a full filesystem (or a full quota)."""
+
+
+def is_space_error(e: BaseException) -> bool:
+    """Whether ``e`` says there is no room left (the disk is full, not broken)."""
+    return isinstance(e, OSError) and e.errno in OUT_OF_SPACE
 
 
 def shortage(dir_path: str, what: str, e: OSError) -> InsufficientSpaceError:
@@ -127,7 +133,7 @@ class LogDirFailureChannel:
         try:
             yield
         except OSError as e:
-            if not shortage_fails_dir and e.errno in OUT_OF_SPACE:
+            if not shortage_fails_dir and is_space_error(e):
                 raise shortage(dir_path, what, e) from e
             reason = f"{what}: {os.strerror(e.errno) if e.errno else e}"
             if e.filename:
@@ -158,6 +164,16 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
+    """``pwrite`` until every byte is written: a short write (a nearly full disk) is resumed,
+    so the next one raises (ENOSPC) instead of the caller counting bytes that never landed."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, pos)
+        view = view[n:]
+        pos += n
+
+
 def write_atomically(path: str, data: bytes) -> None:
     """Write-to-temp, fsync, rename, fsync the parent: a reader sees the old or the new file."""
     tmp = path + ".tmp"
@@ -172,3 +188,24 @@ def write_atomically(path: str, data: bytes) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(os.path.dirname(path) or ".")
+
+
+def write_or_remove(path: str, data: bytes) -> bool:
+    """Replace ``path`` with ``data`` atomically; on a full disk remove ``path`` instead.
+
+    For a file that is only a cache of what the log itself holds (the leader-epoch checkpoint
+    is rebuilt from the batches when it is missing): a stale copy must not survive, and
+    removing it needs no space, where writing a new one does. Returns whether it was written.
+    Any other error is raised.
+    """
+    try:
+        write_atomically(path, data)
+        return True
+    except OSError as e:
+        if not is_space_error(e):
+            raise
+    for stale in (path + ".tmp", path):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(stale)
+    fsync_dir(os.path.dirname(path) or ".")
+    return False

@@ -7,7 +7,11 @@ every ``index.interval.bytes`` of log. The files are append-only (Kafka prealloc
 an exact-length file is what its tools expect after a clean close anyway).
 
 Indexes are derived data: a file that fails its sanity check is rebuilt from the log by the
-segment, never trusted. Not thread-safe: the owning :class:`Log` serialises writers.
+segment, never trusted. New entries wait in memory and are written at a flush or a close, so
+the file always holds a prefix of the entries; a prefix is a correct, sparser index (a lookup
+scans forward from an earlier position), and an empty one of a non-empty log is rebuilt. That
+is what lets recovery rebuild an index without writing (a full disk must still load). Not
+thread-safe: the owning :class:`Log` serialises writers.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+
+from .diskio import pwrite_all
 
 _OFF = struct.Struct(">ii")
 _TIME = struct.Struct(">qi")
@@ -63,8 +69,8 @@ class OffsetIndex:
     def write_pending(self) -> None:
         """Entries are kept in memory and written in bulk: one syscall per flush, not per batch.
 
-        Safe because an index is only trusted after a clean shutdown or below the recovery
-        point, and both are reached through flush(), which writes the pending entries first.
+        Safe because the file only ever holds a prefix of the entries (see the module's doc):
+        a start that finds it short, or empty, still finds every batch.
         """
         n = len(self._offsets)
         if self._written < n:
@@ -74,7 +80,7 @@ class OffsetIndex:
                     self._offsets[self._written :], self._positions[self._written :], strict=True
                 )
             )
-            os.pwrite(self._fd, data, self._written * self.entry_size)
+            pwrite_all(self._fd, data, self._written * self.entry_size)
             self._written = n
 
     @property
@@ -92,7 +98,21 @@ class OffsetIndex:
         i = bisect.bisect_right(self._offsets, target) - 1
         return self._positions[i] if i >= 0 else 0
 
+    @property
+    def pending(self) -> bool:
+        """Whether some entries are only in memory (see :meth:`write_pending`)."""
+        return self._written < len(self._offsets)
+
     def check_against(self, log_size: int) -> None:
+        """Raise CorruptIndexError if this cannot be the whole index of a log of ``log_size``.
+
+        Our segments always index their first batch, so an empty index of a non-empty log was
+        never written out (recovery rebuilt it in memory and the process died before a flush):
+        it is rebuilt again rather than trusted, which would leave every lookup scanning from
+        the segment's start for good.
+        """
+        if log_size > 0 and not self._positions:
+            raise CorruptIndexError(f"{self.path}: no entry for a log of {log_size} bytes")
         if self._positions and self._positions[-1] >= log_size:
             raise CorruptIndexError(
                 f"{self.path}: last entry points at {self._positions[-1]}, log has {log_size} bytes"
@@ -159,6 +179,10 @@ class TimeIndex:
     def fd(self) -> int:
         return self._fd
 
+    @property
+    def pending(self) -> bool:
+        return self._written < len(self._offsets)
+
     def write_pending(self) -> None:
         n = len(self._offsets)
         if self._written < n:
@@ -168,7 +192,7 @@ class TimeIndex:
                     self._timestamps[self._written :], self._offsets[self._written :], strict=True
                 )
             )
-            os.pwrite(self._fd, data, self._written * self.entry_size)
+            pwrite_all(self._fd, data, self._written * self.entry_size)
             self._written = n
 
     @property

@@ -23,7 +23,7 @@ from typing import NamedTuple, ParamSpec, TypeVar
 
 from .checkpoints import CheckpointError, format_epochs, parse_epochs
 from .clock import wall_ms
-from .diskio import OUT_OF_SPACE, LogDirFailureChannel, shortage, write_atomically
+from .diskio import OUT_OF_SPACE, LogDirFailureChannel, shortage, write_atomically, write_or_remove
 from .errors import (
     InvalidRecordError,
     InvalidRequestError,
@@ -57,6 +57,10 @@ _OFFSET_EPOCH = struct.Struct(">qii")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def _persist_nothing(_data: bytes) -> None:
+    """A leader-epoch cache's writer while its entries are only being computed."""
 
 
 class _Retired(Exception):
@@ -211,16 +215,28 @@ class Log:
         log_start_offset: int = 0,
         high_watermark: int = 0,
         clean_shutdown: bool = False,
+        no_space_ok: bool = False,
     ) -> Log:
-        """Open a log from disk; without a clean shutdown, re-check what the flush didn't cover."""
+        """Open a log from disk; without a clean shutdown, re-check what the flush didn't cover.
+
+        Needs no new space for what the folder holds (KAFKA-13773): recovery only shortens
+        files and rebuilds indexes in memory, and the leader-epoch file is rewritten only if
+        there is room. With ``no_space_ok`` a full disk that stops it anyway raises
+        :class:`InsufficientSpaceError` and leaves the directory online (start-up then drops a
+        ``-future`` copy). A failed load closes every descriptor it opened.
+        """
         log = cls(dir_path, tp, config, channel, log_dir=log_dir, is_future=is_future)
-        with log._guard("load log"):
-            log._load_segments(recovery_point, clean_shutdown)
-            leo = log.log_end_offset
-            log.log_start_offset = min(max(log_start_offset, log.segments[0].base_offset), leo)
-            log.recovery_point = min(max(recovery_point, log.log_start_offset), leo)
-            log.high_watermark = min(max(high_watermark, log.log_start_offset), leo)
-            log._load_epochs()
+        try:
+            with log._guard("load log", no_space_ok=no_space_ok):
+                log._load_segments(recovery_point, clean_shutdown)
+                leo = log.log_end_offset
+                log.log_start_offset = min(max(log_start_offset, log.segments[0].base_offset), leo)
+                log.recovery_point = min(max(recovery_point, log.log_start_offset), leo)
+                log.high_watermark = min(max(high_watermark, log.log_start_offset), leo)
+                log._load_epochs()
+        except BaseException:
+            log.close_quietly()
+            raise
         return log
 
     def _load_segments(self, recovery_point: int, clean_shutdown: bool) -> None:
@@ -256,13 +272,13 @@ class Log:
                     for base in reversed(later):
                         LogSegment(self.dir_path, base).delete()
 
+                self._append_segment(seg)  # first, so a failed load closes it too
                 cut = seg.recover(self.config.max_message_bytes, drop_later)
-                self._append_segment(seg)
                 if cut and nxt is not None:
                     break
             else:
-                seg.load()
                 self._append_segment(seg)
+                seg.load()
         if not self.segments:
             self._add_segment(max(recovery_point, 0))
         # Drop empty segments in the middle (a crash right after a roll leaves one).
@@ -271,6 +287,13 @@ class Log:
                 self._remove_segment(seg)
 
     def _load_epochs(self) -> None:
+        """The leader-epoch cache: from its checkpoint, or else from the batches' own epochs.
+
+        Entries past the log's end (a cut tail) or before its start are dropped in memory. The
+        file is rewritten only if that changed it, and only if there is room: on a full disk
+        the stale file is removed instead, so loading needs no new space and no stale entry
+        survives to a later start (which rebuilds the cache from the batches).
+        """
         path = os.path.join(self.dir_path, LEADER_EPOCH_CHECKPOINT)
         entries: list[tuple[int, int]] = []
         if os.path.exists(path):
@@ -279,11 +302,15 @@ class Log:
                     entries = parse_epochs(f.read(), path)
                 except CheckpointError:
                     entries = []  # rebuilt below from the batches' own epochs
+        from_file = bool(entries)
         if not entries:
             entries = self._scan_epochs()
-        self.epochs = LeaderEpochCache(entries, self._persist_epochs)
-        self.epochs.truncate_from_end(self.log_end_offset)
-        self.epochs.truncate_from_start(self.log_start_offset)
+        cache = LeaderEpochCache(entries, _persist_nothing)
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        self.epochs = LeaderEpochCache(cache.entries(), self._persist_epochs)
+        if from_file and cache.entries() != entries:
+            write_or_remove(path, format_epochs(cache.entries()))
 
     def _scan_epochs(self) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
@@ -329,11 +356,16 @@ class Log:
         return KafkaStorageError(f"log directory {self.log_dir} is offline: {reason}")
 
     @contextmanager
-    def _guard(self, what: str, *, closed_ok: bool = False) -> Iterator[None]:
+    def _guard(
+        self, what: str, *, closed_ok: bool = False, no_space_ok: bool = False
+    ) -> Iterator[None]:
         self._refuse_if_unusable(closed_ok=closed_ok)
-        # A future copy that runs out of space fails its move, not its directory (issue 13).
+        # A future copy that runs out of space fails its move (or, at start-up, is dropped),
+        # not its directory (issue 13); so does a caller that frees the space itself.
         with self.channel.guard(
-            self.log_dir, f"{what} {self.tp}", shortage_fails_dir=not self.is_future
+            self.log_dir,
+            f"{what} {self.tp}",
+            shortage_fails_dir=not (self.is_future or no_space_ok),
         ):
             yield
 
@@ -682,10 +714,9 @@ class Log:
                 return self.recovery_point
             leo = self.log_end_offset
             epoch = self._truncations
-            i = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
             fds: list[int] = []
             try:
-                for seg in self.segments[i:]:
+                for seg in self._segments_to_flush():
                     seg.index.write_pending()
                     seg.time_index.write_pending()
                     fds += [os.dup(seg.fd), os.dup(seg.index.fd), os.dup(seg.time_index.fd)]
@@ -708,11 +739,18 @@ class Log:
 
     def _flush_locked(self) -> None:
         leo = self.log_end_offset
-        i = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
-        for seg in self.segments[i:]:
+        for seg in self._segments_to_flush():
             seg.flush()
         self.recovery_point = leo
         self._unflushed_records = 0
+
+    def _segments_to_flush(self) -> list[LogSegment]:
+        """The segments from the one holding the recovery point on, and any earlier one whose
+        index entries are still in memory: recovery rebuilds indexes without writing them (a
+        full disk must load), and once a flush moves the recovery point past a segment, the
+        next start trusts its index files as they are."""
+        i = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
+        return [s for s in self.segments[:i] if s.index_pending] + self.segments[i:]
 
     def rename_dir(self, new_path: str) -> None:
         """Rename the replica folder (move swap, deletion); callers hold ``lock``.
@@ -832,7 +870,7 @@ class Log:
             self.log_start_offset = min(max(log_start_offset, self.segments[0].base_offset), leo)
             self.high_watermark = min(max(high_watermark, self.log_start_offset), leo)
             self.recovery_point = min(self.recovery_point, leo)
-            cache = LeaderEpochCache(list(epochs), lambda _data: None)
+            cache = LeaderEpochCache(list(epochs), _persist_nothing)
             cache.truncate_from_end(leo)
             cache.truncate_from_start(self.log_start_offset)
             self.epochs = LeaderEpochCache(cache.entries(), self._persist_epochs)

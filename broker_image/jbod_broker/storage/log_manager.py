@@ -12,6 +12,11 @@ a ``-future`` folder is resumed, renamed into place, or left alone depending on 
 source exists and whether any directory is bad; ``-delete`` folders are deleted; two current
 copies of one replica are resolved by the recovery checkpoints instead of refusing to start.
 
+A full disk never strands a directory at start-up: loading needs no new space for what a
+directory holds (KAFKA-13773; see :meth:`Log.load`), and a ``-future`` copy that cannot be
+loaded, or whose move cannot be finished, for lack of space is deleted when its source is
+intact, which gives the directory its space back.
+
 Thread-safety: thread-safe. One reentrant lock (Kafka's log-creation-or-deletion lock) guards
 the maps and serialises creation, deletion and swaps; it is held briefly, never across a copy.
 Per-log work happens under each log's own lock. Lock order: this manager's lock, then a source
@@ -45,7 +50,7 @@ from .checkpoints import (
     read_offsets,
     read_properties,
 )
-from .diskio import LogDirFailureChannel, fsync_dir, write_atomically
+from .diskio import LogDirFailureChannel, fsync_dir, is_space_error, write_atomically
 from .errors import (
     InsufficientSpaceError,
     InvalidLogDirError,
@@ -141,6 +146,17 @@ class LogDirInfo:
     """What the broker keeps free here (its headroom applied to the capacity)."""
 
 
+@dataclass(frozen=True, slots=True)
+class _UnloadedFuture:
+    """A ``-future`` folder whose load stopped for lack of space. What becomes of it is
+    decided once every directory is read, when it is known whether its source survived."""
+
+    tp: TopicPartition
+    path: str
+    log_dir: str
+    reason: str
+
+
 @dataclass
 class StartupReport:
     actions: list[str] = field(default_factory=list)
@@ -202,6 +218,7 @@ class LogManager:
         self._halted = False
         self._starting = False
         self._recovery_checkpoint_cache: dict[str, set[TopicPartition]] = {}
+        self._unloaded_futures: list[_UnloadedFuture] = []
         # Checkpoint files are rewritten from several threads (the periodic checkpoint, the move
         # engine's swaps): one writer at a time, and never an older snapshot over a newer one.
         self._checkpoint_lock = threading.Lock()
@@ -286,18 +303,24 @@ class LogManager:
                 report.note(f"left quarantined replica folder {path} in place")
                 continue
             tp = parsed.tp
-            lg = Log.load(
-                path,
-                tp,
-                self.default_config,
-                self.channel,
-                log_dir=d,
-                is_future=parsed.kind is DirKind.FUTURE,
-                recovery_point=recovery.get(tp, 0),
-                log_start_offset=starts.get(tp, 0),
-                high_watermark=hws.get(tp, 0),
-                clean_shutdown=clean and tp in recovery,
-            )
+            is_future = parsed.kind is DirKind.FUTURE
+            try:
+                lg = Log.load(
+                    path,
+                    tp,
+                    self.default_config,
+                    self.channel,
+                    log_dir=d,
+                    is_future=is_future,
+                    recovery_point=recovery.get(tp, 0),
+                    log_start_offset=starts.get(tp, 0),
+                    high_watermark=hws.get(tp, 0),
+                    clean_shutdown=clean and tp in recovery,
+                    no_space_ok=is_future,  # a copy: dropped rather than strand the directory
+                )
+            except InsufficientSpaceError as e:
+                self._unloaded_futures.append(_UnloadedFuture(tp, path, d, str(e)))
+                continue
             logs.append(lg)
         with self.channel.guard(d, "remove clean-shutdown marker"):
             if clean:
@@ -342,7 +365,7 @@ class LogManager:
     def _quarantine(self, lg: Log, report: StartupReport, why: str) -> None:
         target = os.path.join(lg.log_dir, stray_dir_name(lg.tp))
         with lg.lock:
-            lg.close()
+            lg.close_quietly()  # nothing to write: it was just read, and it is set aside
             try:
                 lg.rename_dir(target)
             except KafkaStorageError:
@@ -350,16 +373,19 @@ class LogManager:
         report.note(f"quarantined {lg.tp} as {target}: {why}")
 
     def _resolve_futures(self, report: StartupReport) -> None:
+        self._settle_unloaded_futures(report)
         offline = self.channel.offline_dirs()
+        with_source: list[tuple[Log, Log]] = []
         for tp, fut in list(self._future_logs.items()):
-            if tp in self._current_logs:
-                report.resumable_moves[tp] = fut.log_dir
+            source = self._current_logs.get(tp)
+            if source is not None:
+                with_source.append((fut, source))
                 continue
             if offline:
                 # The source may be on the bad disk: never promote a possibly stale copy
                 # over it (KAFKA-16082). The replica is offline; the future is left alone.
                 del self._future_logs[tp]
-                fut.close()
+                fut.close_quietly()
                 self._offline_replicas[tp] = next(iter(offline))
                 report.note(
                     f"{tp}: only a future copy exists ({fut.dir_path}) and log dirs "
@@ -375,6 +401,112 @@ class LogManager:
                 fsync_dir(fut.log_dir)
             self._current_logs[tp] = fut
             report.note(f"{tp}: renamed the finished future copy into place at {final}")
+        self._resume_or_drop(with_source, report)
+
+    def _settle_unloaded_futures(self, report: StartupReport) -> None:
+        """Decide on the ``-future`` folders that could not be loaded for lack of space.
+
+        With its source loaded, such a copy is redundant: it is deleted, which gives the
+        directory its space back, and the directory stays online. Beside another future copy
+        that loaded, it is quarantined like any second copy. Otherwise it may be the
+        only copy: if another directory is offline the source may be there (the replica is
+        offline, the folder left alone, as for any lone future); otherwise the directory
+        cannot be loaded without losing data and goes offline, as before.
+        """
+        unloaded, self._unloaded_futures = self._unloaded_futures, []
+        for u in unloaded:
+            if self.channel.is_offline(u.log_dir):
+                continue  # gone with its directory, like the logs loaded beside it
+            source = self._current_logs.get(u.tp)
+            offline = self.channel.offline_dirs()
+            if source is not None:
+                if self._remove_future_folder(u.tp, u.path, u.log_dir):
+                    report.note(
+                        f"{u.tp}: dropped the future copy {u.path}, which cannot be loaded for "
+                        f"lack of space ({u.reason}); its source {source.dir_path} is intact"
+                    )
+            elif u.tp in self._future_logs:
+                self._set_aside(u, report)
+            elif offline:
+                self._offline_replicas[u.tp] = next(iter(offline))
+                report.note(
+                    f"{u.tp}: only a future copy exists ({u.path}), it cannot be loaded for lack "
+                    f"of space and log dirs {sorted(offline)} are offline; replica offline, "
+                    "future left in place"
+                )
+            else:
+                self.channel.mark_offline(u.log_dir, u.reason)
+                report.note(
+                    f"{u.tp}: the only copy ({u.path}) cannot be loaded for lack of space; "
+                    f"log dir {u.log_dir} is offline: {u.reason}"
+                )
+
+    def _set_aside(self, u: _UnloadedFuture, report: StartupReport) -> None:
+        """Quarantine an unloaded second future copy (as :meth:`_quarantine` does a loaded one)."""
+        target = os.path.join(u.log_dir, stray_dir_name(u.tp))
+        try:
+            with self.channel.guard(u.log_dir, f"quarantine {u.tp}"):
+                os.rename(u.path, target)
+        except KafkaStorageError:
+            return
+        report.note(f"quarantined {u.tp} as {target}: a second future copy ({u.reason})")
+
+    def _resume_or_drop(self, moves: list[tuple[Log, Log]], report: StartupReport) -> None:
+        """Resume the interrupted moves whose destination has room for the rest of the copy
+        (KIP-113); drop the other future copies, whose sources are intact.
+
+        Resuming a move into a full disk would fill it again, and KIP-112 would then take every
+        replica on it offline: a copy that cannot be finished is worth less than the room it
+        takes. The rule is the one every move passes (:meth:`reserve_room`: room.py's, with the
+        broker's headroom), taken in replica order, each resumed move's remainder reserved.
+        """
+        for fut, src in sorted(moves, key=lambda m: m[0].tp):
+            tp = fut.tp
+            if self.channel.is_offline(fut.log_dir):
+                continue  # offline now: its futures go with it
+            try:
+                self.reserve_room(tp, fut.log_dir)
+            except InsufficientSpaceError as e:
+                why = str(e)
+            except KafkaStorageError:
+                continue
+            else:
+                report.resumable_moves[tp] = fut.log_dir
+                continue
+            with self._lock:
+                if self._future_logs.get(tp) is fut:
+                    del self._future_logs[tp]
+            fut.close_quietly()
+            path = fut.dir_path
+            if self._remove_future_folder(tp, path, fut.log_dir):
+                report.note(
+                    f"{tp}: dropped the future copy {path}: the move cannot be resumed, "
+                    f"{why}; its source {src.dir_path} is intact"
+                )
+
+    def _remove_future_folder(self, tp: TopicPartition, path: str, d: str) -> bool:
+        """Delete a dropped ``-future`` folder now (the directory needs the space); ``False``
+        if that failed (the directory is then offline).
+
+        Renamed to ``-delete`` first, so a crash part-way through leaves a folder the next
+        start deletes rather than a future with holes; with no room even for that (a longer
+        name may need a new directory block), it is deleted where it is.
+        """
+        try:
+            with self.channel.guard(d, f"drop the future copy of {tp}"):
+                target = os.path.join(d, delete_dir_name(tp))
+                try:
+                    os.rename(path, target)
+                except OSError as e:
+                    if not is_space_error(e):
+                        raise
+                    target = path
+                else:
+                    fsync_dir(d)
+                shutil.rmtree(target)
+        except KafkaStorageError:
+            return False
+        return True
 
     def _check_live(self) -> None:
         self.channel.drain()

@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 
+from .diskio import pwrite_all
 from .errors import CorruptRecordError
 from .index import CorruptIndexError, OffsetIndex, TimeIndex
 from .names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name
@@ -32,14 +33,6 @@ BatchMeta = tuple[int, int, int]
 _RECOVERY_CHUNK = 8 * 1024 * 1024
 
 
-def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, pos)
-        view = view[n:]
-        pos += n
-
-
 class LogSegment:
     def __init__(
         self,
@@ -52,14 +45,21 @@ class LogSegment:
         self.dir_path = dir_path
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        # If an open fails, the ones before it are closed: a folder removed after a failed
+        # load must give its space back, which an open descriptor would keep.
+        with contextlib.ExitStack() as undo:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            undo.callback(os.close, self._fd)
+            self.index = OffsetIndex(self._path(INDEX_SUFFIX), base_offset)
+            undo.callback(self.index.close, write=False)
+            self.time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX), base_offset)
+            undo.callback(self.time_index.close, write=False)
+            self.size = os.fstat(self._fd).st_size
+            undo.pop_all()
         # Consumers and followers read a segment front to back: ask for the larger readahead
         # window (a hint only; a filesystem without it reads as before).
         with contextlib.suppress(OSError, AttributeError):
             os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-        self.index = OffsetIndex(self._path(INDEX_SUFFIX), base_offset)
-        self.time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX), base_offset)
-        self.size = os.fstat(self._fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
@@ -115,7 +115,8 @@ class LogSegment:
         """Re-read every batch, check its CRC, rebuild both indexes, cut a torn or corrupt tail.
 
         Returns the number of bytes cut. Batches must also have increasing offsets: a batch
-        that goes backwards is treated as corruption, like a bad CRC.
+        that goes backwards is treated as corruption, like a bad CRC. Writes no new bytes: it
+        only shortens files (the log's tail, the old indexes), so it works on a full disk.
         """
         self.index.reset()
         self.time_index.reset()
@@ -151,10 +152,10 @@ class LogSegment:
                 before_cut()  # e.g. drop later segments first, so a crash here can redo this
             os.ftruncate(self._fd, pos)
         self.size = pos
-        # The rebuilt indexes must reach the disk now: this segment may end up below the
-        # recovery point, where the next start trusts its index files without re-checking.
-        self.index.flush()
-        self.time_index.flush()
+        # The rebuilt indexes stay in memory until the next flush (even if the recovery point
+        # has passed this segment by then) or close: recovery must need no new space, or a
+        # full disk could never be loaded (KAFKA-13773). The files were cut to nothing above;
+        # a start that finds one still empty rebuilds it again (OffsetIndex.check_against).
         self._init_created_ms()
         return cut
 
@@ -197,7 +198,7 @@ class LogSegment:
     def append(self, data: bytes | bytearray | memoryview, metas: Sequence[BatchMeta]) -> None:
         """Append validated batches; ``metas`` describe ``data`` batch by batch, in order."""
         position = self.size
-        _pwrite_all(self._fd, data, position)
+        pwrite_all(self._fd, data, position)
         # _index_batch, inlined with locals: this loop runs once per appended batch.
         interval = self.index_interval_bytes
         since = self._bytes_since_index
@@ -330,6 +331,11 @@ class LogSegment:
         self.dir_path = dir_path
         self.index.path = self._path(INDEX_SUFFIX)
         self.time_index.path = self._path(TIME_INDEX_SUFFIX)
+
+    @property
+    def index_pending(self) -> bool:
+        """Whether index entries wait in memory (appended, or rebuilt by recovery)."""
+        return self.index.pending or self.time_index.pending
 
     def flush(self) -> None:
         os.fsync(self._fd)
