@@ -7,6 +7,7 @@ handle ``NotLeaderOrFollowerError`` and friends whatever side of the wire they a
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 from types import TracebackType
@@ -19,6 +20,8 @@ from .errors import KafkaError, error_by_name
 
 M = TypeVar("M", bound=wire.Model)
 _LEN = struct.Struct(">I")
+_STREAM_BODY = 256 * 1024
+"""Bodies above this go to aiohttp as a stream (it warns about, and blocks on, big raw bytes)."""
 
 ADMIN = "/v1/admin"
 CONTROLLER = "/v1/controller"
@@ -117,7 +120,8 @@ class BrokerClient:
             async with self.session.request(
                 method,
                 url,
-                data=body,
+                # A large body as a stream: aiohttp would write raw bytes in one go on the loop.
+                data=io.BytesIO(body) if body is not None and len(body) > _STREAM_BODY else body,
                 params=params,
                 headers=self._headers(content_type),
                 timeout=timeout,
@@ -163,14 +167,22 @@ class BrokerClient:
     async def alter_replica_log_dirs(
         self, moves: list[tuple[str, int, str]]
     ) -> wire.AlterReplicaLogDirsResponse:
-        req = wire.AlterReplicaLogDirsRequest(
-            partitions=[
-                wire.AlterReplicaLogDir(topic=t, partition=p, log_dir=d) for t, p, d in moves
-            ]
-        )
-        return await self._json(
-            ADMIN + "/alter-replica-log-dirs", req, wire.AlterReplicaLogDirsResponse
-        )
+        """One result per move, in order; over ``wire.MAX_ALTER_LOG_DIRS`` moves go in several
+        requests, one after the other (a broker serves each inside its heartbeat interval)."""
+        results: list[wire.PartitionResult] = []
+        step = wire.MAX_ALTER_LOG_DIRS
+        for i in range(0, max(len(moves), 1), step):
+            req = wire.AlterReplicaLogDirsRequest(
+                partitions=[
+                    wire.AlterReplicaLogDir(topic=t, partition=p, log_dir=d)
+                    for t, p, d in moves[i : i + step]
+                ]
+            )
+            resp = await self._json(
+                ADMIN + "/alter-replica-log-dirs", req, wire.AlterReplicaLogDirsResponse
+            )
+            results += resp.partitions
+        return wire.AlterReplicaLogDirsResponse(partitions=results)
 
     async def describe_replica_log_dirs(
         self, replicas: list[tuple[str, int]] | None = None, *, wait_ms: int = 0

@@ -47,6 +47,8 @@ T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 BROKER: web.AppKey[Broker] = web.AppKey("broker")
+LOOP_SLICE_S = 0.005
+"""The longest a request handler runs per-entry work before it lets the loop serve others."""
 
 
 class Broker:
@@ -339,7 +341,13 @@ async def alter_replica_log_dirs(request: web.Request) -> web.Response:
     b = request.app[BROKER]
     req = await parse(request, wire.AlterReplicaLogDirsRequest)
     results = []
+    slice_end = time.monotonic() + LOOP_SLICE_S
     for item in req.partitions:
+        if time.monotonic() >= slice_end:
+            # Issue 14: a big request must not freeze the loop (readiness, produce, fetch and
+            # heartbeats run on it): give the others a turn between slices of entries.
+            await asyncio.sleep(0)
+            slice_end = time.monotonic() + LOOP_SLICE_S
         tp = TopicPartition(item.topic, item.partition)
         try:
             b.moves.alter(tp, item.log_dir)

@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from jbod_broker.storage.errors import InsufficientSpaceError
+from jbod_broker.storage import log_manager
+from jbod_broker.storage.errors import (
+    InsufficientSpaceError,
+    InvalidRequestError,
+    ReplicaNotAvailableError,
+)
 from jbod_broker.storage.log_manager import LogDirSpec, LogManager
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch
@@ -148,3 +153,27 @@ def test_no_dir_with_room_refuses_a_new_replica_and_keeps_dirs_online(tmp_path: 
     assert "cannot create a log for c-0" in str(e.value)
     assert all(d in str(e.value) for d in lm.dirs)
     assert not lm.offline_dirs()
+
+
+def test_log_dirs_remembered_for_replicas_not_here_yet_are_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14 (4): requests for replicas that never arrive cannot grow memory without end."""
+    monkeypatch.setattr(log_manager, "MAX_PREFERRED_DIRS", 3)
+    lm = manager(tmp_path, 200_000)
+    small = lm.dirs[1]
+    ghosts = [TopicPartition("ghost", p) for p in range(4)]
+    for tp in ghosts[:3]:
+        with pytest.raises(ReplicaNotAvailableError, match="will be created"):
+            lm.current_log_or_prefer(tp, small)
+    with pytest.raises(InvalidRequestError, match="3 replicas not on broker 1 yet"):
+        lm.current_log_or_prefer(ghosts[3], small)
+    with pytest.raises(ReplicaNotAvailableError):  # the same one again takes no new slot
+        lm.current_log_or_prefer(ghosts[0], small)
+    lm.clear_preferred_dir(ghosts[0])  # withdrawn ("any"): its slot is free
+    with pytest.raises(ReplicaNotAvailableError):
+        lm.current_log_or_prefer(ghosts[3], small)
+    assert lm.get_or_create_log(ghosts[3], is_new=True).log_dir == small  # created: forgotten
+    assert lm.preferred_dir(ghosts[3]) is None
+    with pytest.raises(ReplicaNotAvailableError):
+        lm.current_log_or_prefer(ghosts[0], small)

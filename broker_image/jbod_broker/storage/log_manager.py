@@ -110,6 +110,10 @@ class SwapPoint(StrEnum):
 SwapCallback = Callable[[SwapPoint], None]
 
 _TRANSIENT_SUFFIXES = (".tmp", CLEANED_SUFFIX, SWAP_SUFFIX, ".deleted")
+MAX_PREFERRED_DIRS = 100_000
+"""Log dirs remembered for replicas not here yet (KIP-113): bounded, so requests for replicas
+that never arrive cannot grow the broker's memory without end (issue 14). An entry is
+forgotten when its replica is created or the request is withdrawn ("any")."""
 _SWAP_LOCK_BACKOFF_S = 0.001
 _SWAP_LOCK_TRY_S = 0.05
 
@@ -728,6 +732,12 @@ class LogManager:
             offline = self._offline_replicas.get(tp)
             if offline is not None:
                 raise KafkaStorageError(f"replica {tp} is offline: log directory {offline} failed")
+            if tp not in self._preferred_dirs and len(self._preferred_dirs) >= MAX_PREFERRED_DIRS:
+                raise InvalidRequestError(
+                    f"cannot remember {d} for {tp}: {MAX_PREFERRED_DIRS} replicas not on broker "
+                    f"{self.broker_id} yet already have a log dir waiting (create them, or "
+                    "withdraw with log dir 'any')"
+                )
             self._preferred_dirs[tp] = d
             raise ReplicaNotAvailableError(
                 f"replica {tp} is not on broker {self.broker_id} yet; it will be created "
