@@ -36,6 +36,7 @@ import pytest
 from jbod_broker import wire
 from jbod_broker.local import LocalBroker, LocalCluster
 from jbod_broker.storage.records import MAGIC_V2, build_batch, compute_crc, validate_batches
+from tests.bad_batches import bad_batches
 
 pytestmark = pytest.mark.integration
 
@@ -1564,6 +1565,20 @@ def test_corrupt_record_batches_are_refused_whole(h: BrokerHarness, name: str) -
     with h.no_change():
         r = h.produce(data)
     expect_error(r, status, error, *words)
+    assert h.log_end_offset() == leo
+
+
+UNDECODABLE = bad_batches()
+"""Issue 14, item 3: framing and CRC right, records undecodable (tests/bad_batches.py)."""
+
+
+@pytest.mark.parametrize("name", UNDECODABLE)
+def test_undecodable_batches_are_refused_whole(h: BrokerHarness, name: str) -> None:
+    bad = UNDECODABLE[name]
+    leo = h.log_end_offset()
+    with h.no_change():
+        r = h.produce(bad.data)
+    expect_error(r, 400, bad.error, *bad.words)
     assert h.log_end_offset() == leo
 
 

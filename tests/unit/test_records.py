@@ -507,9 +507,13 @@ def test_records_count_mismatch() -> None:
     struct.pack_into(">i", buf, 57, 2)
     struct.pack_into(">i", buf, 23, 1)
     _recrc(buf)
-    validate_batches(buf)  # the header is self-consistent...
+    # The header is self-consistent (a follower's check passes)...
+    validate_batches(buf, check_records=False)
+    # ...but a record is left over: the leader's check refuses what the decoder refuses.
     with pytest.raises(CorruptRecordError, match="left after"):
-        decode_batch(buf)  # ...but a record is left over
+        validate_batches(buf)
+    with pytest.raises(CorruptRecordError, match="left after"):
+        decode_batch(buf)
 
     buf = bytearray(_batch(1))
     struct.pack_into(">i", buf, 57, 0)
@@ -553,11 +557,13 @@ def test_empty_buffer() -> None:
 
 
 def test_unsupported_compression_decodes_header_only() -> None:
-    for codec in (SNAPPY, LZ4, ZSTD):
+    for codec, name in ((SNAPPY, "snappy"), (LZ4, "lz4"), (ZSTD, "zstd")):
         buf = bytearray(_batch())
         struct.pack_into(">h", buf, 21, codec)
         _recrc(buf)
-        assert validate_batches(buf)[0].compression == codec
+        assert validate_batches(buf, check_records=False)[0].compression == codec
+        with pytest.raises(InvalidRecordError, match=f"compression codec {codec} \\({name}\\)"):
+            validate_batches(buf)
         with pytest.raises(InvalidRecordError, match="compression"):
             decode_batch(buf)
     buf = bytearray(_batch())

@@ -4,10 +4,12 @@ Partitions are stored as the exact bytes Kafka itself would write, so a fetch ca
 unchanged and Kafka's ``DumpLogSegments`` can read our segments. That rules out any private framing:
 this module is the only place that knows the layout, and everything else deals in whole batches.
 
-The append path only ever needs :func:`validate_batches` (header checks plus one CRC-32C per
-batch, no per-record work) and the two in-place setters for the fields the CRC does not cover,
-which is how Kafka lets a leader assign offsets and epochs without re-encoding. Decoding individual
-records is for tests, tools and diagnostics, where clarity matters more than raw speed.
+The append path only ever needs :func:`validate_batches` (header checks, one CRC-32C per batch
+and, on a leader, a walk over every record that builds no objects) and the two in-place setters
+for the fields the CRC does not cover, which is how Kafka lets a leader assign offsets and epochs
+without re-encoding. Decoding individual records (:func:`decode_batch`) is for tests, tools and
+diagnostics; both go through one record reader, :func:`_walk_records`, so what the broker
+accepts and what a consumer can decode cannot drift apart.
 
 Layout (big-endian), offsets from the start of a batch::
 
@@ -571,13 +573,14 @@ def _plausible(f: tuple[int, ...], size: int, available: int, max_batch_bytes: i
 
 
 def _scan(
-    buf: Buffer, pos: int, max_batch_bytes: int
+    buf: Buffer, pos: int, max_batch_bytes: int, check_records: bool = False
 ) -> tuple[int, list[BatchHeader], StorageError | None]:
     """Check consecutive batches from ``pos``; stop at the first bad one.
 
     Returns the end of the valid prefix, the headers of the valid batches and the error that
     stopped the scan (``None`` if the whole buffer was valid). One loop serves both the strict
-    append check and crash recovery so the two can never disagree about what is valid.
+    append check and crash recovery so the two can never disagree about what is valid. With
+    ``check_records`` every record of every batch is walked too (:func:`_walk_batch`).
     """
     headers: list[BatchHeader] = []
     end = len(buf)
@@ -597,7 +600,13 @@ def _scan(
                     _plausible(f, size, remaining, max_batch_bytes)
                     and _crc32c(view[pos + _ATTRIBUTES_OFFSET : pos + size]) == f[4]
                 ):
-                    headers.append(_make_header(f))
+                    header = _make_header(f)
+                    if check_records:
+                        try:
+                            _walk_batch(view, pos, pos + size, header, None)
+                        except StorageError as e:
+                            return pos, headers, e
+                    headers.append(header)
                     pos += size
                     continue
             if remaining > _MAGIC_OFFSET and view[pos + _MAGIC_OFFSET] != MAGIC_V2:
@@ -663,6 +672,11 @@ def _scan(
                         f"computed 0x{actual:08x}"
                     ),
                 )
+            if check_records:
+                try:
+                    _walk_batch(view, pos, pos + size, header, None)
+                except StorageError as e:
+                    return pos, headers, e
             headers.append(header)
             pos += size
     return pos, headers, None
@@ -691,14 +705,19 @@ def _check_header_fields(header: BatchHeader, pos: int) -> StorageError | None:
 
 
 def validate_batches(
-    buf: Buffer, *, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+    buf: Buffer, *, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, check_records: bool = True
 ) -> list[BatchHeader]:
-    """Check data from outside (producers, followers, recovery) before it enters a log.
+    """Check data from outside (producers, followers) before it enters a log.
 
     The buffer must be exactly a sequence of complete, CRC-valid v2 batches; anything else is
-    refused whole, so a log never holds a partial append. Records are not decoded: framing and
-    the CRC are enough to guarantee the bytes are what the writer sent, and this runs on every
-    append.
+    refused whole, so a log never holds a partial append. With ``check_records`` (the default,
+    and what a leader runs on a producer's data, as Kafka's ``LogValidator``) every record is
+    walked as :func:`decode_batch` would decode it: the declared count matches the records
+    present, every length and varint is sound, offset deltas run 0, 1, 2..., and the
+    compression codec is one this broker decodes (gzip payloads are decompressed and walked).
+    Nothing a consumer cannot decode gets past it. Without it (followers, whose bytes a leader
+    already checked this way, as Kafka's ``appendAsFollower``), framing, header fields and the
+    CRC are checked, which is enough to know the bytes are what the leader wrote.
     """
     n = len(buf)
     if n == 0:
@@ -706,13 +725,14 @@ def validate_batches(
     if n >= BATCH_HEADER_SIZE and type(buf) is not memoryview:
         # A produce request is one batch: check it without the scan loop's set-up.
         f = _HEADER.unpack_from(buf, 0)
-        if (
-            f[1] + LOG_OVERHEAD == n
-            and _plausible(f, n, n, max_batch_bytes)
-            and _crc32c(memoryview(buf)[_ATTRIBUTES_OFFSET:]) == f[4]
-        ):
-            return [_make_header(f)]
-    _, headers, error = _scan(buf, 0, max_batch_bytes)
+        if f[1] + LOG_OVERHEAD == n and _plausible(f, n, n, max_batch_bytes):
+            with memoryview(buf) as view:
+                if _crc32c(view[_ATTRIBUTES_OFFSET:]) == f[4]:
+                    header = _make_header(f)
+                    if check_records:
+                        _walk_batch(view, 0, n, header, None)
+                    return [header]
+    _, headers, error = _scan(buf, 0, max_batch_bytes, check_records)
     if error is not None:
         raise error
     return headers
@@ -735,11 +755,49 @@ def first_corrupt_position(
 # --------------------------------------------------------------------------------------------
 
 
+_CODEC_NAMES: Final = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
 def _decompress_gzip(data: memoryview, pos: int) -> bytes:
     try:
         return gzip.decompress(data)
     except (OSError, EOFError, zlib.error) as exc:
         raise CorruptRecordError(f"bad gzip data in batch at position {pos}: {exc}") from exc
+
+
+def _records_data(view: memoryview, pos: int, end: int, codec: int) -> bytes | memoryview:
+    """The records of the batch at ``pos`` (ending at ``end``), decompressed."""
+    body = view[pos + BATCH_HEADER_SIZE : end]
+    if codec == NONE:
+        return body
+    if codec == GZIP:
+        return _decompress_gzip(body, pos)
+    name = _CODEC_NAMES[codec] if codec < len(_CODEC_NAMES) else "unknown"
+    raise InvalidRecordError(
+        f"batch at position {pos} uses compression codec {codec} ({name}), which this broker "
+        "cannot decode: only none and gzip are supported"
+    )
+
+
+def _walk_batch(
+    view: memoryview, pos: int, end: int, header: BatchHeader, out: list[Record] | None
+) -> None:
+    """Check (and with ``out``, decode) every record of the batch at ``pos``."""
+    count = header.records_count
+    if count < 0:
+        raise CorruptRecordError(f"batch at position {pos} has records count {count}")
+    data = _records_data(view, pos, end, header.attributes & _COMPRESSION_MASK)
+    if count > len(data) // _MIN_RECORD_SIZE:
+        raise CorruptRecordError(
+            f"batch at position {pos} claims {count} records in {len(data)} bytes"
+        )
+    log_append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
+    try:
+        _walk_records(data, count, header.base_offset, header.base_timestamp, log_append_time, out)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"batch at position {pos}: {exc}") from None
+    except IndexError:
+        raise CorruptRecordError(f"batch at position {pos}: truncated record") from None
 
 
 def decode_batch(
@@ -757,6 +815,7 @@ def decode_batch(
             f"(only {MAGIC_V2} is supported)"
         )
     end = _batch_end(buf, pos)
+    records: list[Record] = []
     with memoryview(buf) as view:
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
@@ -767,33 +826,7 @@ def decode_batch(
                     f"CRC mismatch in batch at position {pos}: expected 0x{header.crc:08x}, "
                     f"computed 0x{actual:08x}"
                 )
-        count = header.records_count
-        if count < 0:
-            raise CorruptRecordError(f"batch at position {pos} has records count {count}")
-        codec = header.compression
-        body = view[pos + BATCH_HEADER_SIZE : end]
-        if codec == GZIP:
-            data: bytes | memoryview = _decompress_gzip(body, pos)
-        elif codec == NONE:
-            data = body
-        else:
-            raise InvalidRecordError(
-                f"batch at position {pos} uses compression codec {codec}; "
-                "only NONE and GZIP can be decoded"
-            )
-        if count > len(data) // _MIN_RECORD_SIZE:
-            raise CorruptRecordError(
-                f"batch at position {pos} claims {count} records in {len(data)} bytes"
-            )
-        log_append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
-        try:
-            records = _decode_records(
-                data, count, header.base_offset, header.base_timestamp, log_append_time
-            )
-        except CorruptRecordError as exc:
-            raise CorruptRecordError(f"batch at position {pos}: {exc}") from None
-        except IndexError:
-            raise CorruptRecordError(f"batch at position {pos}: truncated record") from None
+        _walk_batch(view, pos, end, header, records)
     return header, records
 
 
@@ -802,13 +835,6 @@ def _read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
     return decode_varint(data, pos)
-
-
-def _read_varlong(data: bytes | memoryview, pos: int) -> tuple[int, int]:
-    b = data[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    return decode_varlong(data, pos)
 
 
 def _read_bytes(
@@ -825,27 +851,78 @@ def _read_bytes(
     return bytes(data[pos:new_pos]), new_pos
 
 
-def _decode_records(
+def _varint_slow(data: bytes | memoryview, pos: int, b: int) -> tuple[int, int]:
+    """A varint whose first byte ``b`` (at ``pos``) has its continuation bit set."""
+    b2 = data[pos + 1]
+    if b2 < 0x80:  # two bytes: every length from 64 to 8191, the common case for values
+        z = (b & 0x7F) | (b2 << 7)
+        return (z >> 1) ^ -(z & 1), pos + 2
+    return decode_varint(data, pos)
+
+
+def _walk_records(
     data: bytes | memoryview,
     count: int,
     base_offset: int,
     base_timestamp: int,
     log_append_time: int | None,
-) -> list[Record]:
-    records: list[Record] = []
+    out: list[Record] | None,
+) -> None:
+    """Walk ``count`` records filling ``data`` exactly; with ``out``, decode them into it.
+
+    The one place that reads the record format: :func:`decode_batch` passes a list, the append
+    path's validation passes ``None`` and gets every check without building a single object
+    (single-byte varints, nearly every field of a real record, are read inline). Checks, as
+    Kafka's ``DefaultRecord.readFrom`` plus ``LogValidator``: each record's length covers exactly
+    its fields, every varint ends within 5 (10) bytes, key, value and header lengths are -1 or
+    fit in the record, header keys are non-null UTF-8, the offset delta of record ``i`` is
+    ``i``, and the records end exactly where the data does. An ``IndexError`` means a field ran
+    past the end of the data; the caller reports it as a truncated record.
+    """
     pos = 0
     end = len(data)
     for index in range(count):
-        length, pos = _read_varint(data, pos)
-        if length < 0 or pos + length > end:
-            raise CorruptRecordError(f"record {index} has invalid length {length}")
+        b = data[pos]
+        length, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_slow(data, pos, b)
         record_end = pos + length
+        if length < 0 or record_end > end:
+            raise CorruptRecordError(f"record {index} has invalid length {length}")
         pos += 1  # attributes: unused in v2
-        ts_delta, pos = _read_varlong(data, pos)
-        offset_delta, pos = _read_varint(data, pos)
-        key, pos = _read_bytes(data, pos, record_end, "key")
-        value, pos = _read_bytes(data, pos, record_end, "value")
-        header_count, pos = _read_varint(data, pos)
+        b = data[pos]
+        if b < 0x80:
+            ts_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            ts_delta, pos = decode_varlong(data, pos)
+        b = data[pos]
+        offset_delta, pos = (
+            ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_slow(data, pos, b)
+        )
+        if offset_delta != index:
+            raise CorruptRecordError(f"record {index} has offset delta {offset_delta}")
+        # Key, then value: -1 is null, anything else must fit in the record.
+        b = data[pos]
+        key_len, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_slow(data, pos, b)
+        key_start = pos
+        if key_len >= 0:
+            pos += key_len
+            if pos > record_end:
+                raise CorruptRecordError(f"record {index}: key of {key_len} bytes overruns it")
+        elif key_len != -1:
+            raise CorruptRecordError(f"record {index}: invalid key length {key_len}")
+        b = data[pos]
+        value_len, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_slow(data, pos, b)
+        value_start = pos
+        if value_len >= 0:
+            pos += value_len
+            if pos > record_end:
+                raise CorruptRecordError(f"record {index}: value of {value_len} bytes overruns it")
+        elif value_len != -1:
+            raise CorruptRecordError(f"record {index}: invalid value length {value_len}")
+        b = data[pos]
+        header_count, pos = (
+            ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_slow(data, pos, b)
+        )
         headers: tuple[Header, ...] = ()
         if header_count:
             # Each header takes at least two bytes, which bounds a corrupt count.
@@ -867,8 +944,10 @@ def _decode_records(
             raise CorruptRecordError(
                 f"record {index} declares {length} bytes but its fields end at a different place"
             )
-        timestamp = base_timestamp + ts_delta if log_append_time is None else log_append_time
-        records.append(Record(base_offset + offset_delta, timestamp, key, value, headers))
+        if out is not None:
+            key = None if key_len < 0 else bytes(data[key_start : key_start + key_len])
+            value = None if value_len < 0 else bytes(data[value_start : value_start + value_len])
+            timestamp = base_timestamp + ts_delta if log_append_time is None else log_append_time
+            out.append(Record(base_offset + offset_delta, timestamp, key, value, headers))
     if pos != end:
         raise CorruptRecordError(f"{end - pos} bytes left after the last of {count} records")
-    return records
