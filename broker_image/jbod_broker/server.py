@@ -19,6 +19,7 @@ import asyncio
 import hmac
 import logging
 import os
+import re
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -213,6 +214,9 @@ def respond(model: wire.Model) -> web.Response:
     return web.Response(body=model.model_dump_json(), content_type="application/json")
 
 
+_QUERY_INT = re.compile(r"-?[0-9]{1,19}")
+
+
 def query_int(
     request: web.Request, name: str, default: int | None = None, *, lo: int = 0, hi: int = 2**63 - 1
 ) -> int:
@@ -221,10 +225,11 @@ def query_int(
         if default is None:
             raise InvalidRequestError(f"query parameter {name!r} is required")
         return default
-    try:
-        v = int(raw)
-    except ValueError as e:
-        raise InvalidRequestError(f"query parameter {name}={raw!r} is not an integer") from e
+    # ASCII digits only, as Kafka's clients send them: int() would also take " 1 ", "1_0" and
+    # digits of other scripts (issue 14).
+    if _QUERY_INT.fullmatch(raw) is None:
+        raise InvalidRequestError(f"query parameter {name}={raw!r} is not an integer")
+    v = int(raw)
     if not lo <= v <= hi:
         raise InvalidRequestError(f"query parameter {name}={v} is outside [{lo}, {hi}]")
     return v

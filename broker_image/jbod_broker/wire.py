@@ -13,7 +13,14 @@ import os
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 
 def _not_dots(topic: str) -> str:
@@ -235,6 +242,22 @@ class LeaderAndIsrPartition(Model):
     is_new_replica: bool = False
     min_insync_replicas: Annotated[int, Field(ge=1, le=1000)] = 1
     configs: dict[str, str] = Field(default_factory=dict, max_length=100)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LeaderAndIsrPartition:
+        """Kafka's invariants of a partition's state (issue 14): each replica once, the ISR a
+        subset of the replicas (each once), and a leader (when there is one) in the ISR. A
+        request breaking them would make a broker lead or follow an impossible partition."""
+        if len(set(self.replicas)) != len(self.replicas):
+            raise ValueError(f"replicas {self.replicas} name a broker twice")
+        if len(set(self.isr)) != len(self.isr):
+            raise ValueError(f"isr {self.isr} names a broker twice")
+        outside = sorted(set(self.isr) - set(self.replicas))
+        if outside:
+            raise ValueError(f"isr {self.isr} has brokers {outside} that are not replicas")
+        if self.leader != -1 and self.leader not in self.isr:
+            raise ValueError(f"leader {self.leader} is not in the isr {self.isr}")
+        return self
 
 
 class BrokerEndpoint(Model):

@@ -1013,6 +1013,12 @@ def test_leader_and_isr_refuses_dot_topics(scratch: BrokerHarness, topic: str) -
         ({"acks": "all"}, ("acks",)),
         ({"timeout_ms": "-1"}, ("timeout_ms",)),
         ({"timeout_ms": "600001"}, ("timeout_ms",)),
+        # Issue 14 (6): what Python's int() would take but is not an integer on the wire.
+        ({"partition": " 0 "}, ("partition", "integer")),
+        ({"partition": "0_0"}, ("partition", "integer")),
+        ({"partition": "\u0660"}, ("partition", "integer")),  # an Arabic-Indic zero
+        ({"partition": "+0"}, ("partition", "integer")),
+        ({"timeout_ms": "1_000"}, ("timeout_ms", "integer")),
     ],
 )
 def test_produce_bad_query(
@@ -1081,6 +1087,8 @@ def test_fetch_negative_offset(h: BrokerHarness, offset: str) -> None:
         ({"offset": "0", "max_bytes": "-1"}, ("max_bytes",)),
         ({"offset": "0", "max_wait_ms": "60001"}, ("max_wait_ms",)),
         ({"offset": "0", "leader_epoch": "-2"}, ("leader_epoch",)),
+        ({"offset": "0_0"}, ("offset", "integer")),
+        ({"offset": "\u0661"}, ("offset", "integer")),  # an Arabic-Indic one
     ],
 )
 def test_fetch_bad_query(h: BrokerHarness, params: dict[str, str], words: tuple[str, ...]) -> None:
@@ -1628,3 +1636,23 @@ def test_seed_data_is_intact_at_the_end(h: BrokerHarness) -> None:
     r = fetch(h, offset="0")
     assert r.status == 200, r
     assert r.headers["x-log-end-offset"] == "6", r.headers
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"replicas": [0, 0], "isr": [0]}, ("replicas", "twice")),
+        ({"replicas": [0, 1], "isr": [0, 0]}, ("isr", "twice")),
+        ({"replicas": [0], "isr": [0, 1]}, ("isr", "not replicas")),
+        ({"replicas": [0, 1], "isr": [1]}, ("leader 0", "not in the isr")),
+    ],
+    ids=["duplicate-replicas", "duplicate-isr", "isr-outside-replicas", "leader-outside-isr"],
+)
+def test_leader_and_isr_invariants_are_refused(
+    h: BrokerHarness, change: dict[str, Any], words: tuple[str, ...]
+) -> None:
+    """Issue 14 (6): a partition state Kafka's controller could never send is refused whole,
+    naming the broken rule, and nothing is created."""
+    with h.no_change():
+        r = h.leader_and_isr([new_partition("invariants", **change)])
+    expect_error(r, 400, "INVALID_REQUEST", "partitions.0", *words)
