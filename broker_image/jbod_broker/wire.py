@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -260,9 +261,30 @@ class LeaderAndIsrPartition(Model):
         return self
 
 
+def _broker_url(v: str) -> str:
+    """A broker's URL is its listener: ``http://HOST:PORT`` and nothing else (issue 14). A
+    follower fetches from whatever URL a controller names; another scheme, a path, a query or
+    credentials would point it somewhere that is not a broker."""
+    u = urlsplit(v)
+    if u.scheme != "http" or not u.hostname or u.username or u.password:
+        raise ValueError(f"{v!r} must look like http://HOST:PORT")
+    try:
+        port = u.port
+    except ValueError:
+        port = None
+    if port is None or u.path not in ("", "/") or u.query or u.fragment:
+        raise ValueError(f"{v!r} must look like http://HOST:PORT")
+    return v
+
+
+BrokerUrl = Annotated[
+    str, StringConstraints(min_length=1, max_length=2048), AfterValidator(_broker_url)
+]
+
+
 class BrokerEndpoint(Model):
     broker_id: BrokerId
-    url: Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+    url: BrokerUrl
     rack: str | None = None
 
 

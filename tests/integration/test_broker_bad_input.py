@@ -1656,3 +1656,33 @@ def test_leader_and_isr_invariants_are_refused(
     with h.no_change():
         r = h.leader_and_isr([new_partition("invariants", **change)])
     expect_error(r, 400, "INVALID_REQUEST", "partitions.0", *words)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "file:///etc/passwd",
+        "ftp://127.0.0.1:21",
+        "https://127.0.0.1:9092",
+        "http://127.0.0.1",
+        "http://127.0.0.1:9092/admin",
+        "http://user:pw@127.0.0.1:9092",
+        "http://127.0.0.1:9092?x=1",
+        "http://127.0.0.1:99999",
+    ],
+)
+def test_a_leader_url_that_is_not_a_broker_listener_is_refused(h: BrokerHarness, url: str) -> None:
+    """Issue 14 (6): a follower fetches from the URL a controller names, so only the cluster's
+    scheme, a host and a port are accepted; nothing is created."""
+    follower = new_partition("urls", leader=1, isr=[1, 0], replicas=[1, 0])
+    with h.no_change():
+        r = h.post_json(
+            "/v1/controller/leader-and-isr",
+            {
+                "controller_id": 0,
+                "controller_epoch": CONTROLLER_EPOCH,
+                "partitions": [follower],
+                "live_leaders": [{"broker_id": 1, "url": url}],
+            },
+        )
+    expect_error(r, 400, "INVALID_REQUEST", "live_leaders.0.url", "http://HOST:PORT")
