@@ -609,27 +609,16 @@ class LogManager:
         """A live directory's space and what moves in flight to it still have to write."""
         with self.channel.guard(d, "statvfs"):
             total, usable = self.dir_usage(d)
-        with self._lock:
-            reserved = sum(
-                self._still_to_write(tp, dest)
-                for tp, dest in self._reservations.items()
-                if dest == d and tp != excluding
-            )
-        return DirSpace(d, total, usable, reserved)
+        return DirSpace(d, total, usable, self.reserved_bytes(d, excluding=excluding))
 
-    def reserved_bytes(self, d: str) -> int:
-        """What the moves in flight to ``d`` still have to write (0 when none)."""
+    def reserved_bytes(self, d: str, *, excluding: TopicPartition | None = None) -> int:
+        """What the moves in flight to ``d`` (but ``excluding``'s) still have to write."""
         with self._lock:
             return sum(
                 self._still_to_write(tp, dest)
                 for tp, dest in self._reservations.items()
-                if dest == d
+                if dest == d and tp != excluding
             )
-
-    def headroom_bytes(self, d: str) -> int:
-        """The bytes this broker keeps free on ``d`` (its headroom applied to the capacity)."""
-        with self.channel.guard(d, "statvfs"):
-            return self.headroom.of(self.dir_usage(d)[0])
 
     def _still_to_write(self, tp: TopicPartition, dest: str) -> int:
         """What moving ``tp`` to ``dest`` still has to write (0 once it lives there)."""
@@ -812,14 +801,16 @@ class LogManager:
         each dir's figures; the dirs stay online.
         """
         states = self.dir_states()
-        full = {st.path: self.dir_space(st.path) for st in states if st.live}
-        full = {d: sp for d, sp in full.items() if not check_room(sp, 0, self.headroom).fits}
+        verdicts = (
+            check_room(self.dir_space(st.path), 0, self.headroom) for st in states if st.live
+        )
+        full = {v.space.path: v.reason for v in verdicts if not v.fits}
         try:
             return rank_log_dirs(states, preferred=preferred, exclude=full)
         except KafkaStorageError:
             if not full:
                 raise
-            reasons = "; ".join(check_room(sp, 0, self.headroom).reason for sp in full.values())
+            reasons = "; ".join(full.values())
             raise InsufficientSpaceError(f"cannot create a log for {tp}: {reasons}") from None
 
     def create_future_log(self, tp: TopicPartition, dest: str) -> Log:
