@@ -45,13 +45,14 @@ KUBE_CLIENT_VERBS: dict[str, tuple[str, ...]] = {
     "apply": ("patch", "create"),
     "patch": ("patch",),
     "patch_status": ("patch",),
+    "write_status": ("patch",),
     "replace": ("update",),
     "replace_status": ("update",),
     "delete": ("delete",),
 }
 """KubeClient method -> RBAC verbs (the first is what KubeClient.calls records)."""
 
-STATUS_METHODS = frozenset({"patch_status", "replace_status"})
+STATUS_METHODS = frozenset({"patch_status", "write_status", "replace_status"})
 NOT_API_CALLS = frozenset({"close", "from_env"})
 KOPF_RESOURCE_DECORATORS = frozenset(
     {"resume", "create", "update", "delete", "field", "event", "timer", "daemon", "index"}

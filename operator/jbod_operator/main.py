@@ -16,7 +16,7 @@ from typing import Any
 
 import kopf
 
-from .handlers import clusters, logdirmoves, topics
+from .handlers import clusters, logdirmoves, reassignments, topics
 from .handlers.context import Ctx, close_context, open_context
 from .models import GROUP, VERSION
 from .settings import load_settings
@@ -26,6 +26,7 @@ SETTINGS = load_settings()
 message naming the variable when one is wrong. kopf needs the intervals at registration."""
 INTERVAL = SETTINGS.reconcile_interval_seconds
 MOVE_INTERVAL = SETTINGS.move_poll_seconds
+REASSIGN_INTERVAL = SETTINGS.reassignment_poll_seconds
 
 
 class ApiRetryDelays:
@@ -143,3 +144,26 @@ async def move_follow(
 @kopf.on.delete(GROUP, VERSION, "logdirmoves", backoff=2)
 async def move_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     await logdirmoves.on_move_deleted(memo["ctx"], body)
+
+
+# -- PartitionReassignment ----------------------------------------------------------------
+
+
+@kopf.on.resume(GROUP, VERSION, "partitionreassignments", backoff=2)
+@kopf.on.create(GROUP, VERSION, "partitionreassignments", backoff=2)
+@kopf.on.update(GROUP, VERSION, "partitionreassignments", backoff=2, field="spec")
+async def reassignment_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await reassignments.run_pass(memo["ctx"], body)
+
+
+@kopf.daemon(GROUP, VERSION, "partitionreassignments", backoff=2, cancellation_timeout=5)
+async def reassignment_follow(
+    body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped, **_: Any
+) -> None:
+    """Follow each PartitionReassignment while it lives (``handlers.reassignments.follow``)."""
+    await reassignments.follow(memo["ctx"], body, stopped, REASSIGN_INTERVAL)
+
+
+@kopf.on.delete(GROUP, VERSION, "partitionreassignments", backoff=1)
+async def reassignment_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await reassignments.on_deleted(memo["ctx"], body)

@@ -47,6 +47,8 @@ class OperatorSettings(BaseModel):
     """A broker whose heartbeats stop for this long is dead: its partitions get new leaders."""
     move_poll_seconds: Annotated[float, Field(gt=0, le=60)] = 1.0
     """How often running LogDirMoves are polled for progress."""
+    reassignment_poll_seconds: Annotated[float, Field(gt=0, le=60)] = 0.5
+    """How often a running PartitionReassignment looks again (ISR joins, deletions, batches)."""
     log_level_name: str = "INFO"
     preferred_leader_election: bool = True
     """Return leadership to the preferred replica once it is back in the ISR (Kafka's

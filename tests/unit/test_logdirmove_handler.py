@@ -44,6 +44,12 @@ class FakeKube:
     async def patch_status(self, res: Any, ns: str, name: str, status: dict[str, Any]) -> None:
         self.status_writes.append((res.plural, name, status))
 
+    async def write_status(
+        self, res: Any, ns: str, name: str, before: dict[str, Any], after: dict[str, Any]
+    ) -> None:
+        if after != before:
+            self.status_writes.append((res.plural, name, after))
+
     async def replace_status(self, res: Any, ns: str, obj: dict[str, Any]) -> None:
         self.status_writes.append((res.plural, obj["metadata"]["name"], obj["status"]))
         for i, o in enumerate(self.objects[res.plural]):

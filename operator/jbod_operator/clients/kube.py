@@ -14,6 +14,7 @@ import json
 import os
 import ssl
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -283,6 +284,20 @@ class KubeClient:
     ) -> Any:
         return await self.patch(res, namespace, name, {"status": status}, sub="status")
 
+    async def write_status(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        before: Mapping[str, Any],
+        after: Mapping[str, Any],
+    ) -> Any:
+        """Make the status ``after`` when it was ``before`` (one merge patch; nothing sent when
+        they are equal). Keys that went away, nested ones included, are removed."""
+        if dict(after) == dict(before):
+            return None
+        return await self.patch_status(res, namespace, name, merge_patch(before, after))
+
     async def replace_status(
         self, res: Resource, namespace: str | None, obj: dict[str, Any]
     ) -> Any:
@@ -313,3 +328,18 @@ class KubeClient:
             if e.status == 404:
                 return False
             raise
+
+
+def merge_patch(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) that turns ``before`` into ``after``: a merge patch
+    merges nested objects, so a key missing from ``after`` must be sent as null or it stays."""
+    out: dict[str, Any] = {k: None for k in before if k not in after}
+    for k, v in after.items():
+        old = before.get(k)
+        if isinstance(v, Mapping) and isinstance(old, Mapping):
+            sub = merge_patch(old, v)
+            if sub:
+                out[k] = sub
+        elif v != old or k not in before:
+            out[k] = v
+    return out

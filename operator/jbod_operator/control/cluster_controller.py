@@ -71,6 +71,11 @@ class ClusterController:
         now = time.monotonic()
         return {b for b, t in self.heartbeats.items() if now - t <= self.session_timeout_s}
 
+    def liveness_known(self) -> bool:
+        """Whether every live broker has had time to heartbeat to this controller (past the
+        grace period that follows taking over): before that, silence proves nothing."""
+        return time.monotonic() - self.started >= self.session_timeout_s
+
     def log_dir_failed(self, broker_id: int) -> None:
         self.needs_probe.add(broker_id)
 

@@ -76,7 +76,9 @@ async def reconcile_log_dir_move(
     after = final.status.dump()
     if after != before:
         assert move.metadata.namespace is not None
-        await kube.patch_status(LOG_DIR_MOVES, move.metadata.namespace, move.metadata.name, after)
+        await kube.write_status(
+            LOG_DIR_MOVES, move.metadata.namespace, move.metadata.name, before, after
+        )
     return MoveOutcome(after, list(final.events), final.active)
 
 

@@ -1,8 +1,14 @@
-"""PartitionReassignment: move replicas across brokers in incremental batches (KIP-435),
-each replica's destination disk named with it. Schema now; behaviour in a later issue."""
+"""PartitionReassignment: move replicas across brokers in incremental batches (KIP-435), each
+new replica's disk named with it, with a live KIP-240/455 view.
+
+The schema and the states live here; the transitions are decided in
+``jbod_operator.plan.reassignment`` (one table, pure, over the steps
+``plan.reassignment_steps`` computes) and carried out by ``handlers.reassignments``.
+"""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
@@ -18,8 +24,95 @@ from .common import (
 )
 from .log_dir_move import LogDirRef
 
-MAX_PARTITIONS = 100_000
-"""Partitions one PartitionReassignment may name; jbod-ctl and the planner split larger plans."""
+MAX_PARTITIONS = 5_000
+"""Partitions one PartitionReassignment may name; ``jbod-ctl`` and the planner split larger
+plans. Set from a measurement on the real API server (tests/integration/
+test_reassignment_size.py): the largest spec with its status at its largest stays well under
+etcd's object limit (about 1.5 MiB)."""
+
+MAX_DETAIL = 200
+"""Partitions listed one by one in the status (those in flight or in trouble); the rest are
+only counted, so the status stays bounded whatever the plan's size."""
+
+
+class ReassignmentPhase(StrEnum):
+    """The phase of a PartitionReassignment (``status.phase``).
+
+    Allowed transitions (``plan.reassignment.PHASE_TRANSITIONS``, one test each)::
+
+        (new)       -> Pending      accepted: every partition checked, originals recorded
+        (new)       -> Failed       the spec can never work, or another resource moves a partition
+        Pending     -> Running      the first batch started
+        Pending     -> Succeeded    every partition already at its target
+        Pending     -> Paused       spec.pause
+        Pending     -> Cancelled    spec.cancel before anything moved
+        Running     -> Paused       spec.pause (steps in flight finish)
+        Running     -> Succeeded    every partition at its target
+        Running     -> Cancelling   spec.cancel with steps in flight
+        Running     -> Cancelled    spec.cancel with nothing in flight
+        Running     -> RollingBack  spec.rollback
+        Paused      -> Running      spec.pause cleared
+        Paused      -> Cancelling   spec.cancel with steps in flight
+        Paused      -> Cancelled    spec.cancel with nothing in flight
+        Paused      -> RollingBack  spec.rollback
+        Cancelling  -> Cancelled    the unfinished steps rolled back
+        Succeeded   -> RollingBack  spec.rollback after the end
+        Cancelled   -> RollingBack  spec.rollback after a cancel
+        RollingBack -> RolledBack   every partition back at its original replicas, in order
+
+    Failed and RolledBack are final; Succeeded and Cancelled are final unless rolled back.
+    """
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    PAUSED = "Paused"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLING = "Cancelling"
+    CANCELLED = "Cancelled"
+    ROLLING_BACK = "RollingBack"
+    ROLLED_BACK = "RolledBack"
+
+
+ENDED_PHASES = frozenset(
+    {
+        ReassignmentPhase.SUCCEEDED,
+        ReassignmentPhase.FAILED,
+        ReassignmentPhase.CANCELLED,
+        ReassignmentPhase.ROLLED_BACK,
+    }
+)
+"""Phases with nothing in flight: only ``spec.rollback`` moves Succeeded/Cancelled on."""
+
+
+class PartitionPhase(StrEnum):
+    """Where one partition of a PartitionReassignment is (``status.partitions[].state``).
+
+    Allowed transitions (``plan.reassignment.PARTITION_TRANSITIONS``, one test each)::
+
+        Pending   -> Adding     a step written: new replicas added (KIP-455 addingReplicas)
+        Pending   -> Removing   a step that only drops replicas written
+        Pending   -> Waiting    the next step cannot start (a target broker down, no ISR)
+        Pending   -> Done       at its target, in order, with its leader
+        Pending   -> Gone       its topic was deleted
+        Waiting   -> Pending    what blocked it is back
+        Waiting   -> Gone       its topic was deleted
+        Adding    -> Removing   every new replica in sync: ISR and replicas shrunk
+        Adding    -> Gone       its topic was deleted
+        Removing  -> Pending    the dropped replicas deleted; more steps to go
+        Removing  -> Done       the dropped replicas deleted; at its target
+        Removing  -> Gone       its topic was deleted
+        Done      -> Pending    a rollback: it walks back to its original replicas
+
+    Gone is final; Done is final unless rolled back.
+    """
+
+    PENDING = "Pending"
+    WAITING = "Waiting"
+    ADDING = "Adding"
+    REMOVING = "Removing"
+    DONE = "Done"
+    GONE = "Gone"
 
 
 class TargetAssignment(CamelModel):
@@ -38,26 +131,165 @@ class TargetAssignment(CamelModel):
     partition: PartitionId
     replicas: Annotated[
         list[BrokerId],
-        Field(min_length=1, max_length=32, json_schema_extra={"x-kubernetes-list-type": "set"}),
+        Field(
+            min_length=1,
+            max_length=32,
+            description="The final target replicas; the first is the preferred leader.",
+            json_schema_extra={"x-kubernetes-list-type": "set"},
+        ),
     ]
-    log_dirs: Annotated[list[LogDirRef] | None, Field(max_length=32)] = None
+    log_dirs: Annotated[
+        list[LogDirRef] | None,
+        Field(
+            max_length=32,
+            description="Per replica: a dir name, data-<name>, its path, or 'any' (the "
+            "broker's choice).",
+        ),
+    ] = None
 
 
 class PartitionReassignmentSpec(CamelModel):
     cluster_name: ResourceName
-    partitions: Annotated[list[TargetAssignment], Field(min_length=1, max_length=MAX_PARTITIONS)]
-    throttle_bytes_per_second: Annotated[int, Field(ge=0, le=2**53)] | None = None
-    max_concurrent_moves_per_broker: Annotated[int, Field(ge=1, le=64)] = 5
-    max_batch_size: Annotated[
-        int, Field(ge=1, le=10_000, description="KIP-435: replicas added per partition per step.")
+    # A partition named twice is refused by the list-map keys (a CEL rule comparing every pair
+    # would be quadratic and over the API server's cost budget).
+    partitions: Annotated[
+        list[TargetAssignment],
+        Field(
+            min_length=1,
+            max_length=MAX_PARTITIONS,
+            json_schema_extra={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["topic", "partition"],
+            },
+        ),
+    ]
+    max_concurrent_replica_movements: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=32,
+            description="KIP-435 (reassignment.max.concurrent.replica.movements): replicas of "
+            "one partition changed per step. The first step may add more to keep min ISR.",
+        ),
     ] = 1
+    max_concurrent_partition_movements: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=10_000,
+            description="KIP-435 (reassignment.max.concurrent.partition.movements): "
+            "partitions per batch.",
+        ),
+    ] = 5
+    max_concurrent_leader_movements: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=10_000,
+            description="KIP-435 (reassignment.max.concurrent.leader.movements): steps in "
+            "one batch that move a partition's leader.",
+        ),
+    ] = 5
+    max_concurrent_moves_per_broker: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=64,
+            description="Replica moves in and out of one broker at once, shared with every "
+            "active PartitionReassignment and LogDirMove of the cluster (Cruise Control: 5).",
+        ),
+    ] = 5
+    throttle_bytes_per_second: (
+        Annotated[
+            int,
+            Field(
+                ge=1,
+                le=2**40,
+                description="Replication throttle on the moving replicas only (their leaders and "
+                "new followers); removed at the end, on cancel and on deletion.",
+            ),
+        ]
+        | None
+    ) = None
+    allow_replication_factor_change: Annotated[
+        bool,
+        Field(
+            description="KIP-860: a target with a different replica count is refused unless set."
+        ),
+    ] = False
+    stall_after_seconds: Annotated[
+        int,
+        Field(
+            ge=10,
+            le=7 * 24 * 3600,
+            description="A partition with no byte progress this long raises Stalled.",
+        ),
+    ] = 600
+    pause: bool = False
     cancel: bool = False
+    rollback: bool = False
+
+
+class BatchEntry(CamelModel):
+    """KIP-435's CurrentPartitionReassignmentBatch entry."""
+
+    topic: str
+    partition: int
+    current_brokers: list[int]
+    target_brokers: list[int]
+
+
+class PartitionStatus(CamelModel):
+    """A partition in flight or in trouble (the others are only counted)."""
+
+    topic: str
+    partition: int
+    state: PartitionPhase
+    replicas: list[int] = Field(default_factory=list)
+    adding_replicas: list[int] = Field(default_factory=list)
+    removing_replicas: list[int] = Field(default_factory=list)
+    target_replicas: list[int] = Field(default_factory=list)
+    steps_done: int = 0
+    bytes_to_move: int = 0
+    bytes_moved: int = 0
+    message: str | None = None
+    since: str | None = None
+    """When it entered this state (and when its bytes last moved, for Stalled)."""
+
+
+class OriginalAssignment(CamelModel):
+    """A partition's replicas (and their dirs) before this PartitionReassignment: what cancel
+    and rollback walk back to, preferred leader and order included."""
+
+    topic: str
+    partition: int
+    replicas: list[int]
+    log_dirs: list[str] | None = None
 
 
 class PartitionReassignmentStatus(CamelModel):
     observed_generation: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
-    phase: str | None = None
+    phase: ReassignmentPhase | None = None
+    start_time: str | None = None
+    completion_time: str | None = None
+    original: list[OriginalAssignment] | None = None
+    """Recorded once when accepted; absent for a refused spec."""
+    batch: int = 0
+    """The number of the current (or last) batch."""
+    current_batch: list[BatchEntry] = Field(default_factory=list)
+    batches_planned: int | None = None
+    """Batches the planner expects for what is left, at the current limits."""
+    counts: dict[str, int] = Field(default_factory=dict)
+    """Partitions per state."""
+    partitions: list[PartitionStatus] = Field(default_factory=list)
+    bytes_to_move: int = 0
+    bytes_moved: int = 0
+    progress_percent: int | None = None
+    rate_bytes_per_second: int | None = None
+    eta_seconds: int | None = None
+    throttled_brokers: list[int] = Field(default_factory=list)
+    """Brokers holding this resource's throttle: cleared from exactly these at the end."""
 
 
 class PartitionReassignment(CamelModel):
@@ -66,10 +298,19 @@ class PartitionReassignment(CamelModel):
 
     kind: ClassVar[str] = "PartitionReassignment"
     plural: ClassVar[str] = "partitionreassignments"
-    short_names: ClassVar[list[str]] = ["preassign"]
+    short_names: ClassVar[list[str]] = ["preassign", "pr"]
     printer_columns: ClassVar[list[dict[str, Any]]] = [
         {"name": "Cluster", "type": "string", "jsonPath": ".spec.clusterName"},
         {"name": "State", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Progress", "type": "integer", "jsonPath": ".status.progressPercent"},
+        {"name": "Batch", "type": "integer", "jsonPath": ".status.batch"},
+        {"name": "ETA", "type": "integer", "jsonPath": ".status.etaSeconds"},
+        {
+            "name": "Message",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": '.status.conditions[?(@.type=="Progressing")].message',
+        },
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
 

@@ -117,6 +117,24 @@ class PartitionState(CamelModel):
     disk_offline_replicas: list[int] = Field(
         default_factory=list, description="Replicas whose broker is up but whose log dir failed."
     )
+    adding_replicas: list[int] = Field(
+        default_factory=list,
+        description="KIP-455: replicas a reassignment step added, not yet in sync (they are "
+        "also in replicas, after the ones the step started from).",
+    )
+    removing_replicas: list[int] = Field(
+        default_factory=list,
+        description="KIP-455: replicas a reassignment step drops. While new ones catch up "
+        "they are still in replicas; once the step shrank the partition they are not, and "
+        "stay listed until their brokers deleted them.",
+    )
+    target_replicas: list[int] = Field(
+        default_factory=list,
+        description="The replicas (in order) the step in flight ends with; empty between steps.",
+    )
+    reassigned_by: str | None = Field(
+        default=None, description="The PartitionReassignment moving this partition."
+    )
 
 
 class TopicStatus(CamelModel):

@@ -10,6 +10,18 @@ import datetime as dt
 from typing import Any
 
 
+def iso(ts: float) -> str:
+    """An RFC 3339 timestamp to the second, as Kubernetes writes them."""
+    return dt.datetime.fromtimestamp(int(ts), dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def parse_iso(ts: str | None, default: float) -> float:
+    """The epoch seconds of an RFC 3339 timestamp written by :func:`iso` (``default`` if unset)."""
+    if not ts:
+        return default
+    return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 

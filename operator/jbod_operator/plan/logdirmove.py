@@ -12,11 +12,10 @@ Every state change goes through :func:`transition`, which refuses an edge that i
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
 from jbod_broker import wire
 from jbod_broker.storage.room import DirSpace, Headroom, RoomVerdict, check_room
@@ -30,7 +29,8 @@ from ..models.log_dir_move import (
     ReplicaMoveStatus,
     ReplicaState,
 )
-from .conditions import set_condition
+from .conditions import iso, parse_iso, set_condition
+from .machine import IllegalTransitionError, transition
 
 Phase = MovePhase
 State = ReplicaState
@@ -65,20 +65,6 @@ PHASE_TRANSITIONS: Mapping[tuple[Phase | None, Phase], str] = {
     (Phase.MOVING, Phase.CANCELLED): "spec.cancel",
 }
 """Every allowed change of a LogDirMove's phase (``None``: not yet planned)."""
-
-
-class IllegalTransitionError(ValueError):
-    """A decision tried an edge that is not in the transition table: a bug, never user input."""
-
-
-S = TypeVar("S", bound=StrEnum)
-
-
-def transition(table: Mapping[tuple[Any, Any], str], current: S | None, new: S) -> S:
-    """``new`` if ``current -> new`` is allowed (staying put always is), else raise."""
-    if current == new or (current, new) in table:
-        return new
-    raise IllegalTransitionError(f"{current} -> {new} is not an allowed transition")
 
 
 # -- observations -------------------------------------------------------------------------
@@ -455,17 +441,6 @@ def next_to_start(entries: Sequence[ReplicaMoveStatus], per_broker: int) -> list
 # -- the pass -----------------------------------------------------------------------------
 
 
-def iso(ts: float) -> str:
-    """An RFC 3339 timestamp to the second, as Kubernetes writes them."""
-    return dt.datetime.fromtimestamp(int(ts), dt.UTC).isoformat().replace("+00:00", "Z")
-
-
-def _epoch(ts: str | None, default: float) -> float:
-    if not ts:
-        return default
-    return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
-
-
 def phase_conditions(
     conditions: Sequence[Condition], phase: Phase, reason: str, message: str, gen: int | None
 ) -> list[Condition]:
@@ -597,7 +572,7 @@ def _plan(p: _Pass) -> bool:
 
 def _elapsed(p: _Pass) -> float:
     # startTime is truncated to the second: count from the latest possible start.
-    return p.obs.now - _epoch(p.status.start_time, p.obs.now) - 1
+    return p.obs.now - parse_iso(p.status.start_time, p.obs.now) - 1
 
 
 def _stop(p: _Pass) -> bool:

@@ -1,0 +1,1112 @@
+"""PartitionReassignment decisions, pure: every transition of a reassignment and of its
+partitions, over KIP-435's steps (``plan.reassignment_steps``).
+
+The handler (``handlers/reassignments.py``) observes the API and the brokers into an
+:class:`Observed` (the Topics' partition state of record read under the cluster controller's
+lock), calls :func:`advance`, carries out the :class:`Decision`'s actions in order (Topic
+statuses first: the state of record is written before brokers are told) and writes this
+resource's status once.
+
+The partition state of record is the Topic's (``status.partitions[]``, KIP-455's view):
+
+- a step starts by writing ``replicas`` = the current ones in their order + the new ones,
+  ``addingReplicas`` = the new ones (created in their named dir), ``removingReplicas`` = the
+  ones the step drops, ``targetReplicas`` = where the step ends (in order) and
+  ``reassignedBy``; then LeaderAndIsr goes to all of them (the new ones as new replicas);
+- when every new replica is in the ISR (the leader's AlterPartition, through the cluster
+  controller) the step *shrinks*: ``replicas`` = the target, the ISR without the dropped ones,
+  the target's first replica elected when it is in sync (or the leader leaves), a new leader
+  epoch (the dropped replicas are fenced); the dropped ones stay in ``removingReplicas``,
+  outside ``replicas``, until their brokers deleted them (StopReplica with delete);
+- then the next step, until ``replicas`` equals the final target, order included.
+
+Every partition's state is derived from that record on each pass, so an operator killed at
+any point resumes at the transition it was in and repeats only idempotent requests. Every
+state change goes through :func:`machine.transition` over :data:`PHASE_TRANSITIONS` /
+:data:`PARTITION_TRANSITIONS` (drawn in the enums' docstrings; a test keeps them equal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from jbod_broker import wire
+
+from ..models.common import Condition
+from ..models.reassignment import (
+    ENDED_PHASES,
+    MAX_DETAIL,
+    BatchEntry,
+    OriginalAssignment,
+    PartitionPhase,
+    PartitionReassignment,
+    PartitionReassignmentStatus,
+    PartitionStatus,
+    ReassignmentPhase,
+)
+from . import reassignment_steps as steps
+from .conditions import iso, parse_iso, set_condition
+from .logdirmove import BrokerDirs
+from .machine import transition
+
+Phase = ReassignmentPhase
+PState = PartitionPhase
+TP = tuple[str, int]
+
+PHASE_TRANSITIONS: Mapping[tuple[Phase | None, Phase], str] = {
+    (None, Phase.PENDING): "accepted: every partition checked, originals recorded",
+    (None, Phase.FAILED): "the spec can never work, or another resource moves a partition",
+    (Phase.PENDING, Phase.RUNNING): "the first batch started",
+    (Phase.PENDING, Phase.SUCCEEDED): "every partition already at its target",
+    (Phase.PENDING, Phase.PAUSED): "spec.pause",
+    (Phase.PENDING, Phase.CANCELLED): "spec.cancel before anything moved",
+    (Phase.RUNNING, Phase.PAUSED): "spec.pause (steps in flight finish)",
+    (Phase.RUNNING, Phase.SUCCEEDED): "every partition at its target",
+    (Phase.RUNNING, Phase.CANCELLING): "spec.cancel with steps in flight",
+    (Phase.RUNNING, Phase.CANCELLED): "spec.cancel with nothing in flight",
+    (Phase.RUNNING, Phase.ROLLING_BACK): "spec.rollback",
+    (Phase.PAUSED, Phase.RUNNING): "spec.pause cleared",
+    (Phase.PAUSED, Phase.CANCELLING): "spec.cancel with steps in flight",
+    (Phase.PAUSED, Phase.CANCELLED): "spec.cancel with nothing in flight",
+    (Phase.PAUSED, Phase.ROLLING_BACK): "spec.rollback",
+    (Phase.CANCELLING, Phase.CANCELLED): "the unfinished steps rolled back",
+    (Phase.SUCCEEDED, Phase.ROLLING_BACK): "spec.rollback after the end",
+    (Phase.CANCELLED, Phase.ROLLING_BACK): "spec.rollback after a cancel",
+    (Phase.ROLLING_BACK, Phase.ROLLED_BACK): "every partition back at its original replicas, "
+    "in order",
+}
+"""Every allowed change of a PartitionReassignment's phase (``None``: not yet accepted)."""
+
+PARTITION_TRANSITIONS: Mapping[tuple[PState, PState], str] = {
+    (PState.PENDING, PState.ADDING): "a step written: new replicas added (KIP-455 addingReplicas)",
+    (PState.PENDING, PState.REMOVING): "a step that only drops replicas written",
+    (PState.PENDING, PState.WAITING): "the next step cannot start (a target broker down, no ISR)",
+    (PState.PENDING, PState.DONE): "at its target, in order, with its leader",
+    (PState.PENDING, PState.GONE): "its topic was deleted",
+    (PState.WAITING, PState.PENDING): "what blocked it is back",
+    (PState.WAITING, PState.GONE): "its topic was deleted",
+    (PState.ADDING, PState.REMOVING): "every new replica in sync: ISR and replicas shrunk",
+    (PState.ADDING, PState.GONE): "its topic was deleted",
+    (PState.REMOVING, PState.PENDING): "the dropped replicas deleted; more steps to go",
+    (PState.REMOVING, PState.DONE): "the dropped replicas deleted; at its target",
+    (PState.REMOVING, PState.GONE): "its topic was deleted",
+    (PState.DONE, PState.PENDING): "a rollback: it walks back to its original replicas",
+}
+"""Every allowed change of one partition's state."""
+
+ACTIVE_PHASES = frozenset(
+    {Phase.PENDING, Phase.RUNNING, Phase.PAUSED, Phase.CANCELLING, Phase.ROLLING_BACK}
+)
+IN_FLIGHT = frozenset({PState.ADDING, PState.REMOVING})
+TROUBLE = frozenset({PState.WAITING})
+
+
+class ReassignmentSpecError(ValueError):
+    """A PartitionReassignment that can never work as written (the message says why)."""
+
+
+# -- observations -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartView:
+    """One ``Topic.status.partitions[]`` entry, typed: the partition state of record."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    dirs: tuple[str | None, ...]
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+    target: tuple[int, ...] = ()
+    reassigned_by: str | None = None
+
+    @classmethod
+    def from_status(cls, topic: str, s: Mapping[str, Any]) -> PartView:
+        return cls(
+            topic=topic,
+            partition=int(s["partition"]),
+            replicas=tuple(int(r["brokerId"]) for r in s["replicas"]),
+            dirs=tuple(r.get("logDir") for r in s["replicas"]),
+            leader=int(s["leader"]),
+            leader_epoch=int(s["leaderEpoch"]),
+            isr=tuple(int(x) for x in s["isr"]),
+            partition_epoch=int(s.get("partitionEpoch", 0)),
+            adding=tuple(int(x) for x in s.get("addingReplicas") or ()),
+            removing=tuple(int(x) for x in s.get("removingReplicas") or ()),
+            target=tuple(int(x) for x in s.get("targetReplicas") or ()),
+            reassigned_by=s.get("reassignedBy"),
+        )
+
+    def to_status(self, s: Mapping[str, Any]) -> dict[str, Any]:
+        """``s`` (the entry as read) with this view's fields written over it."""
+        out: dict[str, Any] = {
+            **s,
+            "replicas": [
+                {"brokerId": b, **({"logDir": d} if d else {})}
+                for b, d in zip(self.replicas, self.dirs, strict=True)
+            ],
+            "leader": self.leader,
+            "leaderEpoch": self.leader_epoch,
+            "isr": list(self.isr),
+            "partitionEpoch": self.partition_epoch,
+            "addingReplicas": list(self.adding),
+            "removingReplicas": list(self.removing),
+            "targetReplicas": list(self.target),
+        }
+        out.pop("reassignedBy", None)
+        if self.reassigned_by:
+            out["reassignedBy"] = self.reassigned_by
+        return out
+
+    @property
+    def key(self) -> TP:
+        return (self.topic, self.partition)
+
+    @property
+    def deleting(self) -> bool:
+        """After a shrink (or a cancelled step): dropped replicas whose deletion is pending."""
+        return bool(self.removing) and not set(self.removing) & set(self.replicas)
+
+    @property
+    def in_step(self) -> bool:
+        """A step written and not shrunk yet (new replicas catching up)."""
+        return bool(self.adding) or (bool(self.removing) and not self.deleting)
+
+    def dir_of(self, broker: int) -> str | None:
+        for b, d in zip(self.replicas, self.dirs, strict=True):
+            if b == broker:
+                return d
+        return None
+
+
+@dataclass(frozen=True)
+class TopicView:
+    resource: str
+    """The Topic resource's ``metadata.name`` (what the handler writes)."""
+    name: str
+    """The Kafka name."""
+    min_isr: int
+    partitions: Mapping[int, PartView]
+    deleting: bool = False
+
+
+@dataclass(frozen=True)
+class Observed:
+    pr: PartitionReassignment
+    now: float
+    cluster_size: int | None
+    """The BrokerCluster's broker count; None when it does not exist."""
+    live: frozenset[int] = frozenset()
+    topics: Mapping[str, TopicView] = field(default_factory=dict)
+    """By Kafka name: the Topics of the cluster that the spec names (present ones only)."""
+    brokers: Mapping[int, BrokerDirs | None] = field(default_factory=dict)
+    """describe-log-dirs of every broker (None: it did not answer)."""
+    busy: Mapping[int, int] = field(default_factory=dict)
+    """Per broker: replica moves in flight for other resources (LogDirMoves, other
+    PartitionReassignments): the per-broker budget is shared."""
+    claims: Mapping[TP, str] = field(default_factory=dict)
+    """Partitions another active resource moves, with that resource's kind/name."""
+    cluster_dirs: tuple[str, ...] = ()
+    """The BrokerCluster's log dir names."""
+    liveness_known: bool = True
+    """False right after the operator took over (the controller's grace period): a broker
+    not heard from yet may well be up, so nothing is decided from its absence."""
+
+
+# -- actions ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WritePartition:
+    """Write this entry into its Topic's status (first: the state of record)."""
+
+    topic_resource: str
+    view: PartView
+
+
+@dataclass(frozen=True)
+class PreferDir:
+    """KIP-113: the broker creates the replica it does not hold yet in this dir."""
+
+    broker: int
+    topic: str
+    partition: int
+    log_dir: str
+
+
+@dataclass(frozen=True)
+class Tell:
+    """LeaderAndIsr of the written entry to ``brokers`` (``new`` ones as new replicas)."""
+
+    topic: str
+    partition: int
+    brokers: frozenset[int]
+    new: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class Delete:
+    """StopReplica with delete: a dropped replica goes away."""
+
+    broker: int
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """Replication throttles on one broker: the rate and the replicas it applies to, as
+    leader and as follower (Kafka's throttled-replicas configs); rate 0 and empty sets lift
+    it."""
+
+    broker: int
+    rate: int
+    leader_replicas: frozenset[TP]
+    follower_replicas: frozenset[TP]
+
+
+Action = WritePartition | PreferDir | Tell | Delete | Throttle
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: PartitionReassignmentStatus
+    events: tuple[tuple[str, str, str], ...] = ()
+    actions: tuple[Action, ...] = ()
+    active: bool = False
+    """Whether the handler should keep following it (something may still change)."""
+
+
+# -- the goal and the checks --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Goal:
+    replicas: tuple[int, ...]
+    dirs: tuple[str | None, ...]
+    """Per replica: the named dir (resolved to its BrokerCluster name), None for "any"."""
+
+
+def _resolve_dir(ref: str, broker: int, obs: Observed) -> str | None:
+    """The path of the dir ``ref`` names on ``broker`` (None for "any"); raises when it is not
+    a usable dir. A broker that did not describe its dirs is checked against the
+    BrokerCluster's dir names, and the name is kept until its path is known."""
+    if ref == wire.ANY_LOG_DIR:
+        return None
+    bd = obs.brokers.get(broker)
+    if bd is not None:
+        d = bd.find(ref)
+        if d is None:
+            raise ReassignmentSpecError(f"broker {broker} has no log dir {ref!r}")
+        if not d.live:
+            raise ReassignmentSpecError(f"log dir {d.name} of broker {broker} is offline")
+        if d.cordoned:
+            raise ReassignmentSpecError(
+                f"log dir {d.name} of broker {broker} is cordoned (being drained)"
+            )
+        return d.path
+    for name in obs.cluster_dirs:
+        if ref in (name, wire.log_dir_folder(name)):
+            return name
+    raise ReassignmentSpecError(f"broker {broker} has no log dir {ref!r}")
+
+
+def goals(obs: Observed) -> tuple[dict[TP, Goal], list[str]]:
+    """Every partition's final target with its dirs, and what is wrong with the spec."""
+    spec = obs.pr.spec
+    size = obs.cluster_size or 0
+    out: dict[TP, Goal] = {}
+    errors: list[str] = []
+    for t in spec.partitions:
+        where = f"{t.topic}-{t.partition}"
+        tv = obs.topics.get(t.topic)
+        if tv is None:
+            errors.append(f"{where}: topic {t.topic!r} does not exist in cluster")
+            continue
+        if tv.deleting:
+            errors.append(f"{where}: topic {t.topic!r} is being deleted")
+            continue
+        pv = tv.partitions.get(t.partition)
+        if pv is None:
+            errors.append(f"{where}: topic {t.topic!r} has no partition {t.partition}")
+            continue
+        bad = [b for b in t.replicas if b >= size]
+        if bad:
+            errors.append(f"{where}: broker {bad[0]} does not exist (brokers 0-{size - 1})")
+            continue
+        if len(set(t.replicas)) != len(t.replicas):
+            errors.append(f"{where}: replicas {t.replicas} name a broker twice")
+            continue
+        if len(t.replicas) != len(pv.replicas) and not spec.allow_replication_factor_change:
+            errors.append(
+                f"{where}: the target has {len(t.replicas)} replicas, the partition "
+                f"{len(pv.replicas)}; set allowReplicationFactorChange to change it"
+            )
+            continue
+        if len(t.replicas) < tv.min_isr:
+            errors.append(
+                f"{where}: {len(t.replicas)} target replicas are fewer than the topic's "
+                f"min.insync.replicas {tv.min_isr}"
+            )
+            continue
+        other = obs.claims.get((t.topic, t.partition))
+        if other is not None:
+            errors.append(f"{where}: {other} is moving this partition")
+            continue
+        refs = t.log_dirs or [wire.ANY_LOG_DIR] * len(t.replicas)
+        try:
+            dirs = tuple(_resolve_dir(r, b, obs) for b, r in zip(t.replicas, refs, strict=True))
+        except ReassignmentSpecError as e:
+            errors.append(f"{where}: {e}")
+            continue
+        out[(t.topic, t.partition)] = Goal(tuple(t.replicas), dirs)
+    return out, errors
+
+
+def originals(obs: Observed) -> list[OriginalAssignment]:
+    """What cancel and rollback walk back to: replicas in order, with their dirs."""
+    out = []
+    for t in obs.pr.spec.partitions:
+        pv = obs.topics[t.topic].partitions[t.partition]
+        reps = [b for b in pv.replicas if b not in pv.adding]
+        dirs = [pv.dir_of(b) for b in reps]
+        out.append(
+            OriginalAssignment(
+                topic=t.topic,
+                partition=t.partition,
+                replicas=reps,
+                log_dirs=[d or wire.ANY_LOG_DIR for d in dirs] if any(dirs) else None,
+            )
+        )
+    return out
+
+
+def _original_goals(status: PartitionReassignmentStatus) -> dict[TP, Goal]:
+    return {
+        (o.topic, o.partition): Goal(
+            tuple(o.replicas),
+            tuple(None if d == wire.ANY_LOG_DIR else d for d in o.log_dirs)
+            if o.log_dirs
+            else (None,) * len(o.replicas),
+        )
+        for o in status.original or []
+    }
+
+
+# -- one pass -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Pass:
+    obs: Observed
+    status: PartitionReassignmentStatus
+    gen: int | None
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    states: dict[TP, PState] = field(default_factory=dict)
+    detail: dict[TP, PartitionStatus] = field(default_factory=dict)
+    wrote: set[TP] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return self.obs.pr.metadata.name
+
+    def event(self, type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason, message))
+
+    def write(self, tv: TopicView, view: PartView) -> None:
+        self.actions.append(WritePartition(tv.resource, view))
+        self.wrote.add(view.key)
+
+
+def _previous(status: PartitionReassignmentStatus) -> dict[TP, PartitionStatus]:
+    return {(p.topic, p.partition): p for p in status.partitions}
+
+
+def _path(a: PState, b: PState) -> list[PState]:
+    """The shortest chain of table edges from ``a`` to ``b`` (``[b]`` when there is none, so
+    :func:`machine.transition` refuses the direct edge and names it)."""
+    if a == b:
+        return []
+    frontier: list[tuple[PState, list[PState]]] = [(a, [])]
+    seen = {a}
+    while frontier:
+        nxt: list[tuple[PState, list[PState]]] = []
+        for s, path in frontier:
+            for x, y in PARTITION_TRANSITIONS:
+                if x == s and y not in seen:
+                    if y == b:
+                        return [*path, y]
+                    seen.add(y)
+                    nxt.append((y, [*path, y]))
+        frontier = nxt
+    return [b]
+
+
+def _move(p: _Pass, key: TP, before: PState, after: PState) -> None:
+    """Record ``after`` for ``key``, reached from ``before`` along the table's edges.
+
+    One pass may take a partition over several edges (a standby that took over sees a step
+    already shrunk); each edge on the way must be in :data:`PARTITION_TRANSITIONS`, so an
+    impossible change raises :class:`machine.IllegalTransitionError`.
+    """
+    state = before
+    for nxt in _path(before, after):
+        state = transition(PARTITION_TRANSITIONS, state, nxt)
+    p.states[key] = after
+
+
+def _prior_state(
+    p: _Pass, key: TP, prev: Mapping[TP, PartitionStatus], pv: PartView | None, goal: Goal | None
+) -> PState:
+    """A partition's state at the end of the last pass: listed ones as listed; the others were
+    Pending or Done (only those two are left out of the detail), told apart by the record."""
+    if key in prev:
+        return prev[key].state
+    if pv is not None and goal is not None and _at(pv, goal) and p.status.batch > 0:
+        return PState.DONE
+    return PState.PENDING
+
+
+def advance(obs: Observed) -> Decision:
+    """Every transition the observation allows, as a new status, Events and actions."""
+    pr = obs.pr
+    status = pr.status or PartitionReassignmentStatus()
+    p = _Pass(obs, status, pr.metadata.generation)
+    phase = status.phase
+    if phase is None:
+        return _accept(p)
+    if phase in ENDED_PHASES and not (
+        pr.spec.rollback and phase in (Phase.SUCCEEDED, Phase.CANCELLED)
+    ):
+        return Decision(status, (), (), False)
+    if obs.cluster_size is None:
+        msg = f"BrokerCluster {pr.spec.cluster_name} not found"
+        p.status = p.status.model_copy(
+            update={"conditions": _conditions(p, phase, "ClusterNotFound", msg)}
+        )
+        return Decision(p.status, (), (), True)
+    return _run(p, phase)
+
+
+def _accept(p: _Pass) -> Decision:
+    """The first pass: every partition checked against the cluster; the originals recorded."""
+    obs = p.obs
+    if obs.cluster_size is None:
+        msg = f"BrokerCluster {obs.pr.spec.cluster_name} not found"
+        p.status = p.status.model_copy(
+            update={"conditions": _conditions(p, None, "ClusterNotFound", msg)}
+        )
+        return Decision(p.status, (), (), True)
+    _, errors = goals(obs)
+    if errors:
+        phase = transition(PHASE_TRANSITIONS, None, Phase.FAILED)
+        msg = f"{len(errors)} partition(s) refused: " + "; ".join(errors[:20])
+        if len(errors) > 20:
+            msg += f"; and {len(errors) - 20} more"
+        p.event("Warning", "InvalidSpec", msg)
+        p.status = p.status.model_copy(
+            update={
+                "phase": phase,
+                "observed_generation": p.gen,
+                "conditions": _conditions(p, phase, "InvalidSpec", msg),
+                "completion_time": iso(obs.now),
+            }
+        )
+        return Decision(p.status, tuple(p.events), (), False)
+    phase = transition(PHASE_TRANSITIONS, None, Phase.PENDING)
+    p.event("Normal", "Accepted", f"{len(obs.pr.spec.partitions)} partitions to reassign")
+    p.status = p.status.model_copy(
+        update={
+            "phase": phase,
+            "observed_generation": p.gen,
+            "start_time": iso(obs.now),
+            "original": originals(obs),
+        }
+    )
+    return _run(p, phase)
+
+
+def _run(p: _Pass, phase: Phase) -> Decision:
+    spec = p.obs.pr.spec
+    rolling = spec.rollback or phase == Phase.ROLLING_BACK
+    cancelling = not rolling and (spec.cancel or phase == Phase.CANCELLING)
+    original = _original_goals(p.status)
+    goal_of = original if rolling else goals_for_run(p.obs)
+    prev = _previous(p.status)
+    # 1. every partition from its state of record
+    for key in sorted(original):
+        _follow(p, key, goal_of.get(key), prev, cancelling=cancelling)
+    in_flight = sorted(k for k, s in p.states.items() if s in IN_FLIGHT)
+    # 2. a new batch, once the last one ended and nothing was written in this pass
+    started = False
+    stopping = cancelling or (phase in (Phase.SUCCEEDED, Phase.CANCELLED) and not rolling)
+    if not in_flight and not p.wrote and not spec.pause and not stopping:
+        started = _next_batch(p, goal_of)
+    elif in_flight and not {(b.topic, b.partition) for b in p.status.current_batch} >= set(
+        in_flight
+    ):
+        _adopt_batch(p, in_flight)  # a crash after writing a batch, before recording it
+    # 3. throttles on the replicas in flight
+    _throttle(p, active=True)
+    # 4. the phase
+    new_phase = _next_phase(p, phase, started=started, rolling=rolling, cancelling=cancelling)
+    return _finish(p, new_phase)
+
+
+def goals_for_run(obs: Observed) -> dict[TP, Goal]:
+    """The spec's targets while running. A named dir that stopped being usable after the
+    acceptance (offline, cordoned) is left to the broker's choice for replicas not created
+    yet: the broker never places a replica on an offline or cordoned dir."""
+    out: dict[TP, Goal] = {}
+    for t in obs.pr.spec.partitions:
+        refs = t.log_dirs or [wire.ANY_LOG_DIR] * len(t.replicas)
+        dirs: list[str | None] = []
+        for b, r in zip(t.replicas, refs, strict=True):
+            try:
+                dirs.append(_resolve_dir(r, b, obs))
+            except ReassignmentSpecError:
+                dirs.append(None)
+        out[(t.topic, t.partition)] = Goal(tuple(t.replicas), tuple(dirs))
+    return out
+
+
+def _follow(
+    p: _Pass,
+    key: TP,
+    goal: Goal | None,
+    prev: Mapping[TP, PartitionStatus],
+    *,
+    cancelling: bool,
+) -> None:
+    """Move one partition along from its state of record (at most one write per pass)."""
+    tv = p.obs.topics.get(key[0])
+    pv = tv.partitions.get(key[1]) if tv is not None else None
+    before = _prior_state(p, key, prev, pv, goal)
+    if before == PState.GONE:
+        p.states[key] = PState.GONE
+        return
+    if tv is None or pv is None or tv.deleting or goal is None:
+        _move(p, key, before, PState.GONE)
+        return
+    mine = pv.reassigned_by == p.name
+    after: PState
+    if pv.reassigned_by is not None and not mine:
+        after = PState.WAITING if before in (PState.PENDING, PState.WAITING) else before
+        _detail(p, key, pv, goal, f"{pv.reassigned_by} is moving it", after)
+    elif mine and pv.deleting:
+        after = _finish_deletion(p, tv, pv, goal)
+    elif mine and pv.in_step:
+        if cancelling and not set(pv.adding) <= set(pv.isr):
+            after = _revert_step(p, tv, pv, goal)
+        elif set(pv.adding) <= set(pv.isr):
+            after = _shrink(p, tv, pv, goal)
+        else:
+            after = _catching_up(p, tv, pv, goal)
+    elif _at(pv, goal):
+        if mine:
+            p.write(tv, replace(pv, reassigned_by=None, target=()))
+        after = PState.DONE
+    else:
+        if mine and cancelling:
+            p.write(tv, replace(pv, reassigned_by=None, target=()))
+        # Waiting ones are looked at again when the next batch is collected.
+        after = PState.WAITING if before == PState.WAITING else PState.PENDING
+        if before == PState.WAITING and key in prev:
+            p.detail[key] = prev[key]
+    _move(p, key, before, after)
+
+
+def _at(pv: PartView, goal: Goal) -> bool:
+    """At its goal: the replicas in order, nothing in flight."""
+    return pv.replicas == goal.replicas and not pv.adding and not pv.removing
+
+
+def _step_view(pv: PartView, step: steps.Step, goal: Goal, name: str) -> PartView:
+    """The entry that starts ``step``: the current replicas in their order, then the new ones
+    (so the order before the step is still known to a cancel)."""
+    new = tuple(b for b in step.adding if b not in pv.replicas)
+    dir_of = dict(zip(goal.replicas, goal.dirs, strict=True))
+    return replace(
+        pv,
+        replicas=pv.replicas + new,
+        dirs=pv.dirs + tuple(dir_of.get(b) for b in new),
+        adding=new,
+        removing=tuple(step.removing),
+        target=tuple(step.replicas),
+        reassigned_by=name,
+        partition_epoch=pv.partition_epoch + 1,
+    )
+
+
+def shrunk(pv: PartView) -> PartView:
+    """The entry once every new replica is in sync: the step's target, the dropped replicas
+    out of the ISR and fenced by a new leader epoch, the target's first replica leading when
+    it is in sync (KIP-435 elects the new preferred leader as early as it can), else the
+    current leader if it stays, else the first in-sync replica of the target."""
+    target = pv.target or tuple(b for b in pv.replicas if b not in pv.removing)
+    isr = tuple(b for b in pv.isr if b in target)
+    if target[0] in isr:
+        leader = target[0]
+    elif pv.leader in isr:
+        leader = pv.leader
+    else:
+        leader = next((b for b in target if b in isr), -1)
+    return replace(
+        pv,
+        replicas=target,
+        dirs=tuple(pv.dir_of(b) for b in target),
+        isr=isr or pv.isr,
+        leader=leader,
+        leader_epoch=pv.leader_epoch + 1,
+        partition_epoch=pv.partition_epoch + 1,
+        adding=(),
+        removing=tuple(b for b in pv.removing if b not in target),
+        target=(),
+    )
+
+
+def _tell_shrunk(p: _Pass, pv: PartView, out: PartView) -> None:
+    live = p.obs.live
+    p.actions.append(Tell(pv.topic, pv.partition, frozenset(b for b in out.replicas if b in live)))
+    for b in out.removing:
+        if b in live:
+            p.actions.append(Delete(b, pv.topic, pv.partition))
+
+
+def _shrink(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PState:
+    out = shrunk(pv)
+    if not out.removing and _at(out, goal):
+        out = replace(out, reassigned_by=None)
+    p.write(tv, out)
+    _tell_shrunk(p, pv, out)
+    if out.removing:
+        msg = f"deleting the replicas on brokers {list(out.removing)}"
+        _detail(p, pv.key, out, goal, msg, PState.REMOVING)
+        return PState.REMOVING
+    return PState.DONE if _at(out, goal) else PState.PENDING
+
+
+def _revert_step(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PState:
+    """spec.cancel: a step whose new replicas are not all in sync goes back to where it
+    started (order and leader as they were); the new replicas are deleted."""
+    back = tuple(b for b in pv.replicas if b not in pv.adding)
+    out = replace(
+        pv,
+        replicas=back,
+        dirs=tuple(pv.dir_of(b) for b in back),
+        isr=tuple(b for b in pv.isr if b in back) or pv.isr,
+        leader_epoch=pv.leader_epoch + 1,
+        partition_epoch=pv.partition_epoch + 1,
+        adding=(),
+        removing=pv.adding,
+        target=(),
+    )
+    p.write(tv, out)
+    _tell_shrunk(p, pv, out)
+    msg = f"cancelled: deleting the new replicas on brokers {list(out.removing)}"
+    _detail(p, pv.key, out, goal, msg, PState.REMOVING)
+    return PState.REMOVING
+
+
+def _catching_up(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PState:
+    obs = p.obs
+    down = [b for b in pv.adding if b not in obs.live]
+    for b in pv.adding:
+        bd = obs.brokers.get(b)
+        if b in obs.live and bd is not None and bd.locate(*pv.key) is None:
+            # Not created (yet): a crash between writing and telling, or the broker restarted
+            # before it made the replica. Telling again is idempotent.
+            d = pv.dir_of(b)
+            if d and not d.startswith("/"):
+                found = bd.find(d)
+                d = found.path if found is not None else None
+            if d:
+                p.actions.append(PreferDir(b, pv.topic, pv.partition, d))
+            p.actions.append(Tell(pv.topic, pv.partition, frozenset({b}), frozenset({b})))
+    msg = (
+        f"waiting for brokers {down} (not live) to catch up"
+        if down
+        else f"new replicas on brokers {[b for b in pv.adding if b not in pv.isr]} catching up"
+    )
+    _detail(p, pv.key, pv, goal, msg, PState.ADDING)
+    return PState.ADDING
+
+
+def _finish_deletion(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PState:
+    obs = p.obs
+    left = []
+    for b in pv.removing:
+        if b not in obs.live and obs.liveness_known:
+            # Down: its copy stays on its disk (Kafka deletes it when the broker returns; ours
+            # is left as a stray folder, reported in the Event) and the step goes on.
+            p.event(
+                "Warning",
+                "ReplicaLeftOnDeadBroker",
+                f"{pv.topic}-{pv.partition}: "
+                f"broker {b} is down; its dropped replica could not be deleted",
+            )
+            continue
+        bd = obs.brokers.get(b)
+        if bd is None or bd.locate(*pv.key) is not None or bd.has_future(pv.key):
+            left.append(b)
+    if left:
+        for b in left:
+            p.actions.append(Delete(b, pv.topic, pv.partition))
+        _detail(p, pv.key, pv, goal, f"deleting the replicas on brokers {left}", PState.REMOVING)
+        return PState.REMOVING
+    done = _at(replace(pv, removing=()), goal)
+    p.write(tv, replace(pv, removing=(), reassigned_by=None if done else pv.reassigned_by))
+    return PState.DONE if done else PState.PENDING
+
+
+def _detail(p: _Pass, key: TP, pv: PartView, goal: Goal, message: str, state: PState) -> None:
+    """A partition in flight or in trouble, listed in the status (bounded by MAX_DETAIL)."""
+    prev = _previous(p.status).get(key)
+    moved = _bytes_moved_now(p.obs, pv)
+    to_move = _partition_size(p.obs, pv) * len(pv.adding)
+    since = iso(p.obs.now)
+    if prev is not None and prev.state == state and prev.bytes_moved >= moved and prev.since:
+        since = prev.since  # no byte progress since then: Stalled counts from here
+    p.detail[key] = PartitionStatus(
+        topic=key[0],
+        partition=key[1],
+        state=state,
+        replicas=list(pv.replicas),
+        adding_replicas=list(pv.adding),
+        removing_replicas=list(pv.removing),
+        target_replicas=list(goal.replicas),
+        bytes_to_move=to_move,
+        bytes_moved=min(moved, to_move) if to_move else moved,
+        message=message,
+        since=since,
+    )
+
+
+def _partition_size(obs: Observed, pv: PartView) -> int:
+    """The partition's size: what its leader (else any settled replica) holds."""
+    for b in (pv.leader, *[b for b in pv.replicas if b not in pv.adding]):
+        bd = obs.brokers.get(b)
+        d = bd.locate(*pv.key) if bd is not None else None
+        if d is not None:
+            return d.replicas[pv.key]
+    return 0
+
+
+def _bytes_moved_now(obs: Observed, pv: PartView) -> int:
+    """What the new replicas of the step in flight hold so far."""
+    total = 0
+    for b in pv.adding:
+        bd = obs.brokers.get(b)
+        d = bd.locate(*pv.key) if bd is not None else None
+        if d is not None:
+            total += d.replicas[pv.key]
+    return total
+
+
+# -- batches ------------------------------------------------------------------------------
+
+
+def limits_of(pr: PartitionReassignment) -> steps.Limits:
+    """The spec's limits as the planner takes them (read on every pass: a change applies
+    from the next batch on, as KIP-435 says)."""
+    s = pr.spec
+    return steps.Limits(
+        replica_movements=s.max_concurrent_replica_movements,
+        partition_movements=s.max_concurrent_partition_movements,
+        leader_movements=s.max_concurrent_leader_movements,
+        moves_per_broker=s.max_concurrent_moves_per_broker,
+    )
+
+
+def _next_batch(p: _Pass, goal_of: Mapping[TP, Goal]) -> bool:
+    """KIP-435's batch: the next step of every pending partition, leader movements first, up
+    to the limits; each step written (the state of record) and told to its brokers."""
+    obs = p.obs
+    limits = limits_of(obs.pr)
+    candidates: list[steps.PlannedStep] = []
+    for key, state in sorted(p.states.items()):
+        if state not in (PState.PENDING, PState.WAITING):
+            continue
+        tv = obs.topics[key[0]]
+        pv = tv.partitions[key[1]]
+        goal = goal_of[key]
+        res = steps.next_step(
+            pv.replicas,
+            goal.replicas,
+            min_isr=tv.min_isr,
+            replica_movements=limits.replica_movements,
+            live=obs.live,
+            leader=pv.leader,
+            isr=pv.isr,
+        )
+        if isinstance(res, steps.Waiting):
+            _move(p, key, state, PState.WAITING)
+            _detail(p, key, pv, goal, res.message, PState.WAITING)
+        elif res is not None:
+            _move(p, key, state, PState.PENDING)
+            p.detail.pop(key, None)
+            candidates.append(steps.PlannedStep(key[0], key[1], res))
+    if not candidates:
+        return False
+    batch = steps.collect_batch(candidates, limits, obs.busy)
+    entries = [_start_step(p, st, goal_of[(st.topic, st.partition)]) for st in batch.steps]
+    if not entries:
+        return False
+    number = p.status.batch + 1
+    p.status = p.status.model_copy(update={"batch": number, "current_batch": entries})
+    p.event(
+        "Normal",
+        "BatchStarted",
+        f"batch {number}: "
+        + ", ".join(
+            f"{e.topic}-{e.partition} {e.current_brokers}->{e.target_brokers}" for e in entries
+        ),
+    )
+    return True
+
+
+def _start_step(p: _Pass, planned: steps.PlannedStep, goal: Goal) -> BatchEntry:
+    obs = p.obs
+    st = planned.step
+    key = (planned.topic, planned.partition)
+    tv = obs.topics[key[0]]
+    pv = tv.partitions[key[1]]
+    entry = BatchEntry(
+        topic=key[0],
+        partition=key[1],
+        current_brokers=list(pv.replicas),
+        target_brokers=list(st.replicas),
+    )
+    if not st.adding:
+        # Only drops (a smaller replication factor): shrink at once.
+        p.states[key] = PState.PENDING
+        out = shrunk(
+            replace(
+                pv, target=tuple(st.replicas), removing=tuple(st.removing), reassigned_by=p.name
+            )
+        )
+        p.write(tv, out)
+        _tell_shrunk(p, pv, out)
+        msg = f"deleting the replicas on brokers {list(out.removing)}"
+        _detail(p, key, out, goal, msg, PState.REMOVING)
+        _move(p, key, PState.PENDING, PState.REMOVING)
+        return entry
+    out = _step_view(pv, st, goal, p.name)
+    p.write(tv, out)
+    for b in out.adding:
+        d = out.dir_of(b)
+        if d and d.startswith("/"):
+            p.actions.append(PreferDir(b, pv.topic, pv.partition, d))
+    live = frozenset(b for b in out.replicas if b in obs.live)
+    p.actions.append(Tell(pv.topic, pv.partition, live, frozenset(out.adding)))
+    msg = f"new replicas on brokers {list(out.adding)} catching up"
+    _detail(p, key, out, goal, msg, PState.ADDING)
+    _move(p, key, PState.PENDING, PState.ADDING)
+    return entry
+
+
+def _adopt_batch(p: _Pass, in_flight: Sequence[TP]) -> None:
+    """Steps in flight that the status does not list (written by a pass that died before it
+    wrote this status): they are the current batch."""
+    entries = []
+    for key in in_flight:
+        pv = p.obs.topics[key[0]].partitions[key[1]]
+        entries.append(
+            BatchEntry(
+                topic=key[0],
+                partition=key[1],
+                current_brokers=[b for b in pv.replicas if b not in pv.adding],
+                target_brokers=list(pv.target or pv.replicas),
+            )
+        )
+    number = p.status.batch + 1
+    p.status = p.status.model_copy(update={"batch": number, "current_batch": entries})
+    p.event("Normal", "BatchStarted", f"batch {number}: resumed with {len(entries)} partitions")
+
+
+def _throttle(p: _Pass, *, active: bool) -> None:
+    """The throttle on the leaders and new followers of the steps catching up; lifted from
+    every broker that held it and no longer needs it (from all of them at the end)."""
+    obs, spec = p.obs, p.obs.pr.spec
+    leaders: dict[int, set[TP]] = {}
+    followers: dict[int, set[TP]] = {}
+    if active and spec.throttle_bytes_per_second:
+        for key, state in p.states.items():
+            if state != PState.ADDING:
+                continue
+            pv = obs.topics[key[0]].partitions[key[1]]
+            if pv.leader >= 0:
+                leaders.setdefault(pv.leader, set()).add(key)
+            for b in pv.adding:
+                followers.setdefault(b, set()).add(key)
+    rate = spec.throttle_bytes_per_second or 0
+    involved = set(leaders) | set(followers)
+    for b in sorted(involved & obs.live):
+        p.actions.append(
+            Throttle(b, rate, frozenset(leaders.get(b, ())), frozenset(followers.get(b, ())))
+        )
+    # A broker that is down forgot the throttle when it stopped (it is not persisted).
+    for b in sorted((set(p.status.throttled_brokers) - involved) & obs.live):
+        p.actions.append(Throttle(b, 0, frozenset(), frozenset()))
+    p.status = p.status.model_copy(update={"throttled_brokers": sorted(involved)})
+
+
+# -- the phase and the summary ------------------------------------------------------------
+
+
+def _next_phase(p: _Pass, phase: Phase, *, started: bool, rolling: bool, cancelling: bool) -> Phase:
+    spec = p.obs.pr.spec
+    in_flight = any(s in IN_FLIGHT for s in p.states.values()) or bool(p.wrote)
+    settled = not in_flight and all(s in (PState.DONE, PState.GONE) for s in p.states.values())
+    if rolling:
+        new = phase
+        if phase != Phase.ROLLING_BACK:
+            new = transition(PHASE_TRANSITIONS, phase, Phase.ROLLING_BACK)
+            p.event(
+                "Normal", "RollingBack", "walking every partition back to its original replicas"
+            )
+        if settled:
+            new = transition(PHASE_TRANSITIONS, new, Phase.ROLLED_BACK)
+            p.event("Normal", "RolledBack", "every partition is back at its original replicas")
+        return new
+    if cancelling:
+        if phase == Phase.CANCELLING and in_flight:
+            return phase
+        new = Phase.CANCELLING if in_flight else Phase.CANCELLED
+        if phase == Phase.PENDING and in_flight:
+            phase = transition(PHASE_TRANSITIONS, phase, Phase.RUNNING)
+        new = transition(PHASE_TRANSITIONS, phase, new)
+        if new == Phase.CANCELLED:
+            p.event("Normal", "Cancelled", "cancelled: finished steps kept, unfinished ones undone")
+        return new
+    if settled and phase in (Phase.PENDING, Phase.RUNNING, Phase.PAUSED):
+        if phase == Phase.PAUSED:
+            phase = transition(PHASE_TRANSITIONS, phase, Phase.RUNNING)
+        p.event("Normal", "Succeeded", "every partition is at its target")
+        return transition(PHASE_TRANSITIONS, phase, Phase.SUCCEEDED)
+    if spec.pause and phase in (Phase.PENDING, Phase.RUNNING):
+        return transition(PHASE_TRANSITIONS, phase, Phase.PAUSED)
+    if not spec.pause and phase == Phase.PAUSED:
+        return transition(PHASE_TRANSITIONS, phase, Phase.RUNNING)
+    if phase == Phase.PENDING and (started or in_flight):
+        return transition(PHASE_TRANSITIONS, phase, Phase.RUNNING)
+    return phase
+
+
+def _conditions(p: _Pass, phase: Phase | None, reason: str, message: str) -> list[Condition]:
+    """Progressing, Succeeded, Failed, Cancelled, RolledBack and Paused for ``phase``."""
+    c = [x.dump() for x in p.status.conditions]
+    gen = p.gen
+    c = set_condition(c, "Progressing", phase in ACTIVE_PHASES, reason, message, gen)
+    for ph, cond in (
+        (Phase.SUCCEEDED, "Succeeded"),
+        (Phase.FAILED, "Failed"),
+        (Phase.CANCELLED, "Cancelled"),
+        (Phase.ROLLED_BACK, "RolledBack"),
+        (Phase.PAUSED, "Paused"),
+    ):
+        mine = phase == ph
+        c = set_condition(c, cond, mine, reason if mine else "", message if mine else "", gen)
+    return [Condition.model_validate(x) for x in c]
+
+
+def _stalled(p: _Pass) -> str:
+    """Partitions whose new replicas moved no byte for ``stallAfterSeconds`` (empty: none)."""
+    after = p.obs.pr.spec.stall_after_seconds
+    out = []
+    for key, d in sorted(p.detail.items()):
+        if d.state != PState.ADDING or not d.since:
+            continue
+        idle = p.obs.now - parse_iso(d.since, p.obs.now)
+        if idle >= after:
+            late = [b for b in d.adding_replicas]
+            out.append(f"{key[0]}-{key[1]}: no progress for {int(idle)}s on brokers {late}")
+    return "; ".join(out[:10])
+
+
+def _finish(p: _Pass, phase: Phase) -> Decision:
+    """Counts, bytes, rate, ETA and conditions; the status this pass writes."""
+    obs = p.obs
+    ended = phase in ENDED_PHASES
+    if ended:
+        _throttle(p, active=False)
+    counts: dict[str, int] = {}
+    for s in p.states.values():
+        counts[s.value] = counts.get(s.value, 0) + 1
+    moved, to_move = _totals(p)
+    rate, eta = _rate(p, moved, to_move)
+    total = sum(counts.values()) or 1
+    done = counts.get(PState.DONE.value, 0) + counts.get(PState.GONE.value, 0)
+    reason, message = _summary(p, phase, counts)
+    update: dict[str, Any] = {
+        "phase": phase,
+        "observed_generation": p.gen,
+        "counts": counts,
+        "partitions": [p.detail[k] for k in sorted(p.detail)][:MAX_DETAIL],
+        "bytes_to_move": to_move,
+        "bytes_moved": moved,
+        "progress_percent": min(100, 100 * done // total),
+        "rate_bytes_per_second": rate,
+        "eta_seconds": eta,
+        "conditions": _conditions(p, phase, reason, message),
+    }
+    if ended and p.status.phase != phase:
+        update["completion_time"] = iso(obs.now)
+        update["current_batch"] = []
+    p.status = p.status.model_copy(update=update)
+    why = _stalled(p)
+    c = set_condition(
+        [x.dump() for x in p.status.conditions],
+        "Stalled",
+        bool(why),
+        "NoProgress" if why else "",
+        why,
+        p.gen,
+    )
+    p.status = p.status.model_copy(update={"conditions": [Condition.model_validate(x) for x in c]})
+    return Decision(p.status, tuple(p.events), tuple(p.actions), not ended)
+
+
+def _summary(p: _Pass, phase: Phase, counts: Mapping[str, int]) -> tuple[str, str]:
+    parts = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))
+    batch = f"batch {p.status.batch}" if p.status.batch else "no batch yet"
+    return phase.value, f"{parts or 'nothing to do'}; {batch}"
+
+
+def _totals(p: _Pass) -> tuple[int, int]:
+    """Bytes moved and to move: each new replica copies its partition once."""
+    obs = p.obs
+    moved = to_move = 0
+    targets = {(t.topic, t.partition): tuple(t.replicas) for t in obs.pr.spec.partitions}
+    for o in p.status.original or []:
+        tv = obs.topics.get(o.topic)
+        pv = tv.partitions.get(o.partition) if tv else None
+        if pv is None:
+            continue
+        size = _partition_size(obs, pv)
+        new = set(targets.get((o.topic, o.partition), ())) - set(o.replicas)
+        to_move += size * len(new)
+        settled = {b for b in pv.replicas if b not in pv.adding}
+        moved += size * len(new & settled)
+        moved += min(_bytes_moved_now(obs, pv), size * len(set(pv.adding) & new))
+    return moved, to_move
+
+
+def _rate(p: _Pass, moved: int, to_move: int) -> tuple[int | None, int | None]:
+    """The average rate since the start, and the ETA of what is left at that rate."""
+    start = p.status.start_time
+    if start is None:
+        return None, None
+    elapsed = p.obs.now - parse_iso(start, p.obs.now)
+    if elapsed <= 0 or moved <= 0:
+        return None, None
+    rate = int(moved / elapsed)
+    return rate, (int(max(0, to_move - moved) / rate) if rate > 0 else None)
