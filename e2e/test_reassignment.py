@@ -4,6 +4,7 @@ consumer that count (min ISR 2)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from e2e.scenario import LeaderTracker, Scenario, wait_async
+from jbod_broker import wire
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.wire import log_dir_short_name
 from jbod_operator.plan import reassignment_steps as steps
@@ -176,3 +178,223 @@ async def test_reassign_onto_other_brokers_in_batches(sc: Scenario) -> None:
     assert st["batch"] == len(expected)
     await check(sc, tps, seed, prod)
     await sc.close_clients()
+
+
+# -- controls while running: pause, limits, throttle, cancel, rollback ------------------------
+
+SLOW = 256 * 1024
+"""bytes/s: a new replica of a 1 MiB partition takes a few seconds to catch up."""
+
+
+def patch(sc: Scenario, name: str, **spec: Any) -> int:
+    """Merge ``spec`` into the PartitionReassignment; returns its new generation."""
+    sc.kube.run(
+        "patch",
+        "partitionreassignment",
+        name,
+        "-n",
+        sc.ns,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": spec}),
+    )
+    return int((sc.kube.get("partitionreassignment", name) or {})["metadata"]["generation"])
+
+
+def in_flight(st: dict[str, Any]) -> int:
+    counts = st.get("counts") or {}
+    return int(counts.get("Adding", 0)) + int(counts.get("Removing", 0))
+
+
+async def setup(sc: Scenario, mib: float = 1.0) -> tuple[list[TopicPartition], CountingProducer]:
+    tps = sc.create_topic("orders", partitions=4, rf=3, min_isr=2)
+    tracker = LeaderTracker(sc, tps)
+    seed = CountingProducer(tracker, tps, records_per_batch=20)
+    for _ in range(5):
+        await seed.produce_one_round()
+    await fill_bytes(tracker, tps, mib)
+    return tps, seed
+
+
+async def throttles(sc: Scenario) -> dict[int, tuple[int, int, int]]:
+    """Broker → (leader rate, follower rate, throttled replicas)."""
+    out = {}
+    for b in range(sc.size):
+        cfg = await sc.client(b).set_configs(wire.ThrottleConfig())
+        out[b] = (
+            cfg.leader_replication_throttled_rate or 0,
+            cfg.follower_replication_throttled_rate or 0,
+            len(cfg.leader_replication_throttled_replicas or [])
+            + len(cfg.follower_replication_throttled_replicas or []),
+        )
+    return out
+
+
+async def test_reassignment_pause_limits_throttle(sc: Scenario) -> None:
+    """(d) pause and resume, (g) limits and throttle changed while running."""
+    tps, seed = await setup(sc)
+    targets = onto_the_others(sc, tps)
+    sc.kube.apply(
+        manifest(
+            "ctl",
+            targets,
+            maxConcurrentPartitionMovements=1,
+            maxConcurrentReplicaMovements=1,
+            throttleBytesPerSecond=SLOW,
+        )
+    )
+    await wait_async(lambda: in_flight(status(sc, "ctl")) > 0, what="a step in flight")
+    # The throttle is on the moving replicas' brokers only, and follows a change.
+    assert any(r == SLOW for r, _, n in (await throttles(sc)).values() if n), await throttles(sc)
+    gen = patch(sc, "ctl", throttleBytesPerSecond=2 * SLOW)
+    await wait_async(
+        lambda: status(sc, "ctl").get("observedGeneration") == gen, what="the change seen"
+    )
+
+    async def doubled() -> bool:
+        return any(r == 2 * SLOW for r, _, n in (await throttles(sc)).values() if n)
+
+    await wait_async_async(doubled, what="the new throttle on the brokers")
+    # Pause: the step in flight finishes, no new one starts.
+    gen = patch(sc, "ctl", pause=True)
+    await wait_async(lambda: status(sc, "ctl").get("phase") == "Paused", what="Paused")
+    await wait_async(lambda: in_flight(status(sc, "ctl")) == 0, what="the step in flight done")
+    batch = status(sc, "ctl")["batch"]
+    gen = patch(sc, "ctl", maxConcurrentPartitionMovements=4, maxConcurrentReplicaMovements=3)
+    await wait_async(lambda: status(sc, "ctl").get("observedGeneration") == gen, what="seen")
+    st = status(sc, "ctl")
+    assert st["phase"] == "Paused" and st["batch"] == batch and in_flight(st) == 0, st
+    paused = {c["type"]: c for c in st["conditions"]}["Paused"]
+    assert paused["status"] == "True", st
+    # Resume: the new limits apply from the next batch on.
+    patch(sc, "ctl", pause=False)
+    await wait_async(
+        lambda: status(sc, "ctl").get("phase") == "Succeeded", what="Succeeded", timeout=240
+    )
+    seen = batches_from_events(sc, "ctl")
+    assert all(len(b) == 1 for b in seen[:batch]), seen
+    assert any(len(b) > 1 for b in seen[batch:]), seen
+    # The throttle is gone from every broker.
+    assert all(v == (0, 0, 0) for v in (await throttles(sc)).values()), await throttles(sc)
+    for t in targets:
+        tp = TopicPartition(t["topic"], t["partition"])
+        assert [r["brokerId"] for r in sc.state(tp)["replicas"]] == t["replicas"]
+    await check(sc, tps, seed)
+    await sc.close_clients()
+
+
+async def test_reassignment_cancel(sc: Scenario) -> None:
+    """(e) cancel mid-way: finished steps kept, the unfinished ones undone (their new
+    replicas deleted, the partition's order and leader as before the step)."""
+    tps, seed = await setup(sc, mib=2)
+    before = {tp: sc.state(tp) for tp in tps}
+    targets = onto_the_others(sc, tps)
+    tracker = LeaderTracker(sc, tps)
+    tracker.start()
+    prod = CountingProducer(tracker, tps, timeout_ms=5000)
+    prod.start()
+    try:
+        sc.kube.apply(
+            manifest(
+                "oops", targets, maxConcurrentPartitionMovements=2, throttleBytesPerSecond=SLOW
+            )
+        )
+        await wait_async(lambda: in_flight(status(sc, "oops")) > 0, what="a step in flight")
+        adding = {
+            (p["topic"], p["partition"]): p
+            for p in status(sc, "oops")["partitions"]
+            if p["state"] == "Adding"
+        }
+        patch(sc, "oops", cancel=True)
+        await wait_async(
+            lambda: status(sc, "oops").get("phase") == "Cancelled", what="Cancelled", timeout=120
+        )
+    finally:
+        await prod.stop()
+        await tracker.stop()
+    st = status(sc, "oops")
+    assert {c["type"]: c for c in st["conditions"]}["Cancelled"]["status"] == "True", st
+    for tp in tps:
+        state = sc.state(tp)
+        reps = [r["brokerId"] for r in state["replicas"]]
+        assert not state.get("addingReplicas") and not state.get("removingReplicas"), state
+        assert "reassignedBy" not in state, state
+        # Nothing is left on brokers that are not replicas.
+        await wait_async(lambda tp=tp, reps=reps: set(on_disk(sc, tp)) == set(reps), what="clean")
+        if (tp.topic, tp.partition) in adding and reps == [
+            r["brokerId"] for r in before[tp]["replicas"]
+        ]:
+            assert state["leader"] == before[tp]["leader"], (state, before[tp])
+    assert all(v == (0, 0, 0) for v in (await throttles(sc)).values())
+    await check(sc, tps, seed, prod)
+    await sc.close_clients()
+
+
+async def test_reassignment_rollback(sc: Scenario) -> None:
+    """(f) rollback after the end: every partition back to its original replicas, in order,
+    with its original leader, each replica in the dir it was in."""
+    tps, seed = await setup(sc)
+    before = {tp: sc.state(tp) for tp in tps}
+    targets = onto_the_others(sc, tps)
+    sc.kube.apply(manifest("there", targets, maxConcurrentPartitionMovements=4))
+    await wait_async(
+        lambda: status(sc, "there").get("phase") == "Succeeded", what="Succeeded", timeout=240
+    )
+    patch(sc, "there", rollback=True)
+    await wait_async(
+        lambda: status(sc, "there").get("phase") == "RolledBack", what="RolledBack", timeout=240
+    )
+    for tp in tps:
+        state, was = sc.state(tp), before[tp]
+        assert [r["brokerId"] for r in state["replicas"]] == [
+            r["brokerId"] for r in was["replicas"]
+        ], (state, was)
+        assert state["leader"] == was["leader"], (state, was)
+        want = {r["brokerId"]: log_dir_short_name(r["logDir"]) for r in was["replicas"]}
+        await wait_async(lambda tp=tp, want=want: on_disk(sc, tp) == want, what=f"{tp} home")
+    await check(sc, tps, seed)
+    await sc.close_clients()
+
+
+async def test_reassignment_target_broker_killed(sc: Scenario) -> None:
+    """(c) a target broker SIGKILLed during catch-up: the partition waits and says why, then
+    finishes when the broker is back."""
+    tps, seed = await setup(sc, mib=3)
+    targets = onto_the_others(sc, tps[:1])
+    sc.kube.apply(manifest("bounce", targets, throttleBytesPerSecond=SLOW // 2))
+
+    def catching_up() -> tuple[int] | None:
+        for p in status(sc, "bounce").get("partitions", []):
+            if p["state"] == "Adding" and p["addingReplicas"]:
+                return (int(p["addingReplicas"][0]),)  # a tuple: broker 0 is not "false"
+        return None
+
+    (victim,) = await wait_async(catching_up, what="a new replica catching up")
+    assert sc.brokers is not None
+    sc.brokers[victim].kill()
+    await wait_async(
+        lambda: any(
+            f"[{victim}]" in (p.get("message") or "") and "not live" in (p.get("message") or "")
+            for p in status(sc, "bounce").get("partitions", [])
+        ),
+        what="the status saying it waits for the dead broker",
+        timeout=60,
+    )
+    sc.brokers[victim].start()
+    await wait_async(
+        lambda: status(sc, "bounce").get("phase") == "Succeeded", what="Succeeded", timeout=240
+    )
+    await check(sc, tps, seed)
+    await sc.close_clients()
+
+
+async def wait_async_async(fn: Any, timeout: float = 60, what: str = "condition") -> Any:
+    """``wait_async`` for a coroutine predicate."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    last: Any = None
+    while asyncio.get_running_loop().time() < deadline:
+        last = await fn()
+        if last:
+            return last
+        await asyncio.sleep(0.25)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")

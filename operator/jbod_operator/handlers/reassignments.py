@@ -53,6 +53,7 @@ from ..plan.reassignment import (
     WritePartition,
     advance,
 )
+from . import failpoints
 from .context import Ctx, post_events, unless_stopped
 
 log = logging.getLogger(__name__)
@@ -196,7 +197,12 @@ class _Acts:
 
     async def run(self, actions: Iterable[Action]) -> None:
         actions = list(actions)
-        await self._write([a for a in actions if isinstance(a, WritePartition)])
+        writes = [a for a in actions if isinstance(a, WritePartition)]
+        await self._write(writes)
+        if any(w.view.adding for w in writes):
+            failpoints.hit("reassignment-step-written")
+        if any(not w.view.adding and w.view.removing for w in writes):
+            failpoints.hit("reassignment-shrink-written")
         prefer: dict[int, list[tuple[str, int, str]]] = defaultdict(list)
         for a in actions:
             if isinstance(a, PreferDir):
@@ -206,6 +212,8 @@ class _Acts:
                 b, "alter_replica_log_dirs", lambda c, m=moves: c.alter_replica_log_dirs(m)
             )
         await self._tell([a for a in actions if isinstance(a, Tell)])
+        if any(w.view.adding for w in writes):
+            failpoints.hit("reassignment-step-told")
         await self._delete([a for a in actions if isinstance(a, Delete)])
         for a in actions:
             if isinstance(a, Throttle):
