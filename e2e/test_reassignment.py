@@ -5,6 +5,7 @@ consumer that count (min ISR 2)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -398,3 +399,94 @@ async def wait_async_async(fn: Any, timeout: float = 60, what: str = "condition"
             return last
         await asyncio.sleep(0.25)
     raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+# -- the operator killed at each kind of transition ---------------------------------------------
+
+POINTS = ("reassignment-step-written", "reassignment-step-told", "reassignment-shrink-written")
+
+
+@pytest.fixture
+def sc_ha(kube_cluster: KubeCluster, tmp_path: Path) -> Iterator[Scenario]:
+    points = tmp_path / "failpoints"
+    points.mkdir()
+    env = {
+        "JBOD_OPERATOR_LEASE_SECONDS": "6",
+        "JBOD_OPERATOR_LEASE_RENEW_SECONDS": "1",
+        "JBOD_OPERATOR_REASSIGNMENT_POLL_SECONDS": "0.3",
+        "JBOD_FAILPOINTS": ",".join(POINTS),
+        "JBOD_FAILPOINTS_DIR": str(points),
+    }
+    with Scenario(
+        kube_cluster, tmp_path, "reassign-crash", brokers=6, operators=2, operator_env=env
+    ) as s:
+        s.points = points  # type: ignore[attr-defined]
+        yield s
+
+
+async def test_reassignment_survives_operator_sigkill(sc_ha: Scenario) -> None:
+    """(b) The active operator dies by SIGKILL right after persisting a step, right after
+    telling the brokers, while new replicas catch up, and right after persisting a shrink; a
+    standby takes over each time (the dead one comes back as the next standby). The
+    reassignment ends at its target with nothing acknowledged lost or duplicated."""
+    sc = sc_ha
+    points: Path = sc.points  # type: ignore[attr-defined]
+    tps, seed = await setup(sc, mib=2)
+    targets = onto_the_others(sc, tps)
+    tracker = LeaderTracker(sc, tps)
+    tracker.start()
+    prod = CountingProducer(tracker, tps, timeout_ms=5000)
+    prod.start()
+    restarts = 0
+
+    async def revive() -> None:
+        nonlocal restarts
+        while True:
+            for op in sc.ops:
+                if op.proc is not None and op.proc.poll() is not None:
+                    op.start()  # back as a standby
+                    restarts += 1
+            await asyncio.sleep(0.2)
+
+    reviver = asyncio.get_running_loop().create_task(revive())
+    try:
+        sc.kube.apply(
+            manifest(
+                "crash",
+                targets,
+                maxConcurrentPartitionMovements=2,
+                throttleBytesPerSecond=SLOW,
+            )
+        )
+        # Killed from outside while new replicas catch up (the points inside fire by
+        # themselves at the other three transitions).
+        await wait_async(
+            lambda: (points / POINTS[1]).exists() and in_flight(status(sc, "crash")) > 0,
+            what="a step told and catching up",
+            timeout=120,
+        )
+        holder = str(sc.lease_holder())
+        active = next(op for op in sc.ops if op.proc and f"-{op.proc.pid}-" in holder)
+        active.kill()
+        await wait_async(
+            lambda: status(sc, "crash").get("phase") == "Succeeded",
+            what="Succeeded",
+            timeout=300,
+        )
+    finally:
+        reviver.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reviver
+        await prod.stop()
+        await tracker.stop()
+    assert sorted(p.name for p in points.iterdir()) == sorted(POINTS)
+    assert restarts >= len(POINTS) + 1, restarts
+    for t in targets:
+        tp = TopicPartition(t["topic"], t["partition"])
+        state = sc.state(tp)
+        assert [r["brokerId"] for r in state["replicas"]] == t["replicas"], state
+        assert not state.get("addingReplicas") and not state.get("removingReplicas"), state
+        want = dict(zip(t["replicas"], t["logDirs"], strict=True))
+        await wait_async(lambda tp=tp, want=want: on_disk(sc, tp) == want, what=f"{tp} disks")
+    await check(sc, tps, seed, prod)
+    await sc.close_clients()

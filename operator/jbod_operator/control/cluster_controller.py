@@ -230,12 +230,16 @@ class ClusterController:
         errors: dict[tuple[str, int], set[int]],
         ok: dict[tuple[str, int], set[int]],
     ) -> None:
-        """Ask broker ``b`` for the state of its partitions (KIP-112): the full LeaderAndIsr."""
+        """Ask broker ``b`` for the state of its partitions (KIP-112): the full LeaderAndIsr.
+
+        A replica a reassignment is adding is left to the reassignment: it creates it as a new
+        replica in its named dir (this request would let the broker pick one)."""
         states = [
             self._state(t, s)
             for t in topics
             for s in t["status"]["partitions"]
             if b in {r["brokerId"] for r in s["replicas"]}
+            and b not in (s.get("addingReplicas") or ())
         ]
         if not states:
             return

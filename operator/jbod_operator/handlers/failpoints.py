@@ -1,6 +1,6 @@
 """Named crash points for the crash-consistency tests (etcd's gofail, FoundationDB's buggify).
 
-``JBOD_OPERATOR_FAILPOINTS`` names points (comma-separated) and ``JBOD_OPERATOR_FAILPOINTS_DIR``
+``JBOD_FAILPOINTS`` names points (comma-separated) and ``JBOD_FAILPOINTS_DIR``
 a directory. The first process of any operator to reach a named point writes
 ``<dir>/<point>`` and kills itself with SIGKILL, as a node failure would: no cleanup, no
 Lease release. Each point fires once across every operator sharing the directory, so a
@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import signal
 
-ENV_POINTS = "JBOD_OPERATOR_FAILPOINTS"
-ENV_DIR = "JBOD_OPERATOR_FAILPOINTS_DIR"
+ENV_POINTS = "JBOD_FAILPOINTS"
+ENV_DIR = "JBOD_FAILPOINTS_DIR"
 
 
 def hit(point: str) -> None:

@@ -101,7 +101,12 @@ class PartitionPhase(StrEnum):
         Adding    -> Gone       its topic was deleted
         Removing  -> Pending    the dropped replicas deleted; more steps to go
         Removing  -> Done       the dropped replicas deleted; at its target
+        Removing  -> Placing    the dropped replicas deleted; a replica not in its named dir
         Removing  -> Gone       its topic was deleted
+        Pending   -> Placing    at its target brokers; a replica not in its named dir (KIP-113)
+        Placing   -> Done       every replica in its named dir
+        Placing   -> Pending    a rollback: it walks back to its original replicas
+        Placing   -> Gone       its topic was deleted
         Done      -> Pending    a rollback: it walks back to its original replicas
 
     Gone is final; Done is final unless rolled back.
@@ -111,6 +116,7 @@ class PartitionPhase(StrEnum):
     WAITING = "Waiting"
     ADDING = "Adding"
     REMOVING = "Removing"
+    PLACING = "Placing"
     DONE = "Done"
     GONE = "Gone"
 

@@ -91,7 +91,14 @@ PARTITION_TRANSITIONS: Mapping[tuple[PState, PState], str] = {
     (PState.ADDING, PState.GONE): "its topic was deleted",
     (PState.REMOVING, PState.PENDING): "the dropped replicas deleted; more steps to go",
     (PState.REMOVING, PState.DONE): "the dropped replicas deleted; at its target",
+    (PState.REMOVING, PState.PLACING): "the dropped replicas deleted; a replica not in its "
+    "named dir",
     (PState.REMOVING, PState.GONE): "its topic was deleted",
+    (PState.PENDING, PState.PLACING): "at its target brokers; a replica not in its named dir "
+    "(KIP-113)",
+    (PState.PLACING, PState.DONE): "every replica in its named dir",
+    (PState.PLACING, PState.PENDING): "a rollback: it walks back to its original replicas",
+    (PState.PLACING, PState.GONE): "its topic was deleted",
     (PState.DONE, PState.PENDING): "a rollback: it walks back to its original replicas",
 }
 """Every allowed change of one partition's state."""
@@ -344,10 +351,13 @@ def goals(obs: Observed) -> tuple[dict[TP, Goal], list[str]]:
         if len(set(t.replicas)) != len(t.replicas):
             errors.append(f"{where}: replicas {t.replicas} name a broker twice")
             continue
-        if len(t.replicas) != len(pv.replicas) and not spec.allow_replication_factor_change:
+        # A step this resource wrote before a crash (a new operator accepts it again) has
+        # added replicas that are not the partition's own yet.
+        settled = [b for b in pv.replicas if b not in pv.adding]
+        if len(t.replicas) != len(settled) and not spec.allow_replication_factor_change:
             errors.append(
                 f"{where}: the target has {len(t.replicas)} replicas, the partition "
-                f"{len(pv.replicas)}; set allowReplicationFactorChange to change it"
+                f"{len(settled)}; set allowReplicationFactorChange to change it"
             )
             continue
         if len(t.replicas) < tv.min_isr:
@@ -613,7 +623,7 @@ def _follow(
     elif _at(pv, goal):
         if mine:
             p.write(tv, replace(pv, reassigned_by=None, target=()))
-        after = PState.DONE
+        after = _placed(p, pv, goal)
     else:
         if mine and cancelling:
             p.write(tv, replace(pv, reassigned_by=None, target=()))
@@ -691,7 +701,7 @@ def _shrink(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PState:
         msg = f"deleting the replicas on brokers {list(out.removing)}"
         _detail(p, pv.key, out, goal, msg, PState.REMOVING)
         return PState.REMOVING
-    return PState.DONE if _at(out, goal) else PState.PENDING
+    return _placed(p, out, goal) if _at(out, goal) else PState.PENDING
 
 
 def _revert_step(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PState:
@@ -764,7 +774,28 @@ def _finish_deletion(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PStat
         return PState.REMOVING
     done = _at(replace(pv, removing=()), goal)
     p.write(tv, replace(pv, removing=(), reassigned_by=None if done else pv.reassigned_by))
-    return PState.DONE if done else PState.PENDING
+    return _placed(p, pv, goal) if done else PState.PENDING
+
+
+def _placed(p: _Pass, pv: PartView, goal: Goal) -> PState:
+    """Done when every replica with a named dir is in it; else Placing, with a KIP-113 move
+    to the named dir for each one that is not (a replica created before its dir was known,
+    e.g. by a probe after an operator crash, or one that stays on its broker but is named a
+    new dir). Asked again until the broker shows it there with no future copy left."""
+    wrong = []
+    for b, d in zip(goal.replicas, goal.dirs, strict=True):
+        bd = p.obs.brokers.get(b)
+        if not d or not d.startswith("/") or bd is None:
+            continue
+        here = bd.locate(*pv.key)
+        if here is None or here.path != d or bd.has_future(pv.key):
+            wrong.append(b)
+            if here is not None and here.path != d and not bd.has_future(pv.key):
+                p.actions.append(PreferDir(b, pv.topic, pv.partition, d))
+    if not wrong:
+        return PState.DONE
+    _detail(p, pv.key, pv, goal, f"moving to the named dirs on brokers {wrong}", PState.PLACING)
+    return PState.PLACING
 
 
 def _detail(p: _Pass, key: TP, pv: PartView, goal: Goal, message: str, state: PState) -> None:
