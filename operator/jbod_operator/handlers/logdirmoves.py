@@ -104,12 +104,20 @@ async def observe(kube: KubeClient, pool: BrokerPool, move: LogDirMove) -> Obser
             if (o.get("spec") or {}).get("clusterName") == cluster
             and o["metadata"]["name"] != move.metadata.name
         ]
+    reassigning: dict[tuple[str, int], str] = {}
+    if not (move.status and move.status.replicas):
+        for t in await kube.list(TOPICS, ns):
+            if (t.get("spec") or {}).get("clusterName") != cluster:
+                continue
+            for s in (t.get("status") or {}).get("partitions") or []:
+                if s.get("reassignedBy"):
+                    reassigning[(kafka_topic_name(t), s["partition"])] = s["reassignedBy"]
     moves: dict[ReplicaKey, wire.ReplicaLogDirInfo] = {}
     for b, replicas in sorted(moving_by_broker(move.status).items()):
         if brokers.get(b) is not None:
             for info in await _describe_moves(pool, ns, cluster, b, replicas):
                 moves[(b, info.topic, info.partition)] = info
-    return Observed(move, now, count, brokers, moves, others)
+    return Observed(move, now, count, brokers, moves, others, reassigning)
 
 
 async def _describe_moves(

@@ -163,6 +163,9 @@ class Observed:
     """describe-replica-log-dirs of the replicas in state Moving, where the broker answered."""
     others: Sequence[LogDirMove] = ()
     """The cluster's other LogDirMoves; read only while this one is not planned yet."""
+    reassigning: Mapping[tuple[str, int], str] = field(default_factory=dict)
+    """Partitions a PartitionReassignment is moving (the Topics' ``reassignedBy``), with its
+    name; read only while this one is not planned yet."""
 
 
 # -- decisions ----------------------------------------------------------------------------
@@ -558,6 +561,15 @@ def _plan(p: _Pass) -> bool:
     clash = conflicts(me, plan, obs.others)
     if clash:
         p.finish(Phase.FAILED, "Conflict", f"refused: LogDirMove {clash}")
+        return False
+    busy = sorted({(e.topic, e.partition) for e in plan} & set(obs.reassigning))
+    if busy:
+        t, part = busy[0]
+        p.finish(
+            Phase.FAILED,
+            "Conflict",
+            f"refused: PartitionReassignment {obs.reassigning[(t, part)]} is moving {t}-{part}",
+        )
         return False
     p.entries = plan
     p.status = p.status.model_copy(
