@@ -407,7 +407,7 @@ class _Queues:
         self.others: list[int] = []
         self.zero_leaders: list[int] = []
         self.zero_others: list[int] = []
-        self.masks: dict[int, int] = {}
+        self.mask_counts: dict[int, int] = {}
 
     def _lists(self, step: Step) -> tuple[list[int], list[int]]:
         if step.involves_leader_movement:
@@ -419,21 +419,21 @@ class _Queues:
         bisect.insort(queue, i)
         if not mask:
             bisect.insort(zeros, i)
-        self.masks[mask] = self.masks.get(mask, 0) + 1
+        self.mask_counts[mask] = self.mask_counts.get(mask, 0) + 1
 
     def remove(self, i: int, step: Step, mask: int) -> None:
         queue, zeros = self._lists(step)
         del queue[bisect.bisect_left(queue, i)]
         if not mask:
             del zeros[bisect.bisect_left(zeros, i)]
-        self.masks[mask] -= 1
-        if not self.masks[mask]:
-            del self.masks[mask]
+        self.mask_counts[mask] -= 1
+        if not self.mask_counts[mask]:
+            del self.mask_counts[mask]
 
     def needs(self, full: int) -> int:
         """The full brokers (bits of ``full``) that some waiting step charges."""
         union = 0
-        for m in self.masks:
+        for m in self.mask_counts:
             union |= m
         return union & full
 
