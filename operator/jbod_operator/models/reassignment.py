@@ -11,9 +11,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from .common import (
+    ABSOLUTE_PATH,
     BrokerId,
     CamelModel,
     Condition,
@@ -22,17 +23,33 @@ from .common import (
     ResourceName,
     TopicName,
 )
-from .log_dir_move import LogDirRef
 
-MAX_PARTITIONS = 5_000
+MAX_PARTITIONS = 500
 """Partitions one PartitionReassignment may name; ``jbod-ctl`` and the planner split larger
 plans. Set from a measurement on the real API server (tests/integration/
-test_reassignment_size.py): the largest spec with its status at its largest stays well under
-etcd's object limit (about 1.5 MiB)."""
+test_reassignment_size.py): at every schema limit at once (500 partitions of 249-character
+topics with 8 replicas and 64-character dirs each) and with the status at its largest, the
+object is 1.07 MiB (1,120,644 bytes as stored), under etcd's 1.5 MiB request limit."""
 
-MAX_DETAIL = 200
+MAX_REPLICAS = 8
+"""Replicas of one partition in a target (Kafka's largest replication factors in use are 5 or
+6); part of the size budget above."""
+
+MAX_DETAIL = 100
 """Partitions listed one by one in the status (those in flight or in trouble); the rest are
 only counted, so the status stays bounded whatever the plan's size."""
+
+MAX_BATCH = 200
+"""The largest batch (maxConcurrentPartitionMovements): the status lists the current batch."""
+
+ReassignmentDirRef = Annotated[
+    str,
+    StringConstraints(
+        min_length=1, max_length=64, pattern=rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?|{ABSOLUTE_PATH})$"
+    ),
+]
+"""A dir name (``a``), its folder (``data-a``), its path, or ``any``; 64 characters at most
+(part of the size budget)."""
 
 
 class ReassignmentPhase(StrEnum):
@@ -139,15 +156,15 @@ class TargetAssignment(CamelModel):
         list[BrokerId],
         Field(
             min_length=1,
-            max_length=32,
+            max_length=MAX_REPLICAS,
             description="The final target replicas; the first is the preferred leader.",
             json_schema_extra={"x-kubernetes-list-type": "set"},
         ),
     ]
     log_dirs: Annotated[
-        list[LogDirRef] | None,
+        list[ReassignmentDirRef] | None,
         Field(
-            max_length=32,
+            max_length=MAX_REPLICAS,
             description="Per replica: a dir name, data-<name>, its path, or 'any' (the "
             "broker's choice).",
         ),
@@ -173,7 +190,7 @@ class PartitionReassignmentSpec(CamelModel):
         int,
         Field(
             ge=1,
-            le=32,
+            le=MAX_REPLICAS,
             description="KIP-435 (reassignment.max.concurrent.replica.movements): replicas of "
             "one partition changed per step. The first step may add more to keep min ISR.",
         ),
@@ -182,7 +199,7 @@ class PartitionReassignmentSpec(CamelModel):
         int,
         Field(
             ge=1,
-            le=10_000,
+            le=MAX_BATCH,
             description="KIP-435 (reassignment.max.concurrent.partition.movements): "
             "partitions per batch.",
         ),
@@ -191,7 +208,7 @@ class PartitionReassignmentSpec(CamelModel):
         int,
         Field(
             ge=1,
-            le=10_000,
+            le=MAX_BATCH,
             description="KIP-435 (reassignment.max.concurrent.leader.movements): steps in "
             "one batch that move a partition's leader.",
         ),

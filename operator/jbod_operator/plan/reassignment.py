@@ -392,22 +392,28 @@ def originals(obs: Observed) -> list[OriginalAssignment]:
                 topic=t.topic,
                 partition=t.partition,
                 replicas=reps,
-                log_dirs=[d or wire.ANY_LOG_DIR for d in dirs] if any(dirs) else None,
+                log_dirs=[wire.log_dir_short_name(d) if d else wire.ANY_LOG_DIR for d in dirs]
+                if any(dirs)
+                else None,
             )
         )
     return out
 
 
-def _original_goals(status: PartitionReassignmentStatus) -> dict[TP, Goal]:
-    return {
-        (o.topic, o.partition): Goal(
-            tuple(o.replicas),
-            tuple(None if d == wire.ANY_LOG_DIR else d for d in o.log_dirs)
-            if o.log_dirs
-            else (None,) * len(o.replicas),
-        )
-        for o in status.original or []
-    }
+def _original_goals(status: PartitionReassignmentStatus, obs: Observed) -> dict[TP, Goal]:
+    """Where cancel and rollback lead: the original replicas in order, each in its dir (the
+    recorded name resolved to its path; a dir no longer usable is left to the broker)."""
+    out = {}
+    for o in status.original or []:
+        refs = o.log_dirs or [wire.ANY_LOG_DIR] * len(o.replicas)
+        dirs: list[str | None] = []
+        for b, r in zip(o.replicas, refs, strict=True):
+            try:
+                dirs.append(_resolve_dir(r, b, obs))
+            except ReassignmentSpecError:
+                dirs.append(None)
+        out[(o.topic, o.partition)] = Goal(tuple(o.replicas), tuple(dirs))
+    return out
 
 
 # -- one pass -----------------------------------------------------------------------------
@@ -548,7 +554,7 @@ def _run(p: _Pass, phase: Phase) -> Decision:
     spec = p.obs.pr.spec
     rolling = spec.rollback or phase == Phase.ROLLING_BACK
     cancelling = not rolling and (spec.cancel or phase == Phase.CANCELLING)
-    original = _original_goals(p.status)
+    original = _original_goals(p.status, p.obs)
     goal_of = original if rolling else goals_for_run(p.obs)
     prev = _previous(p.status)
     # 1. every partition from its state of record
@@ -558,6 +564,10 @@ def _run(p: _Pass, phase: Phase) -> Decision:
     # 2. a new batch, once the last one ended and nothing was written in this pass
     started = False
     stopping = cancelling or (phase in (Phase.SUCCEEDED, Phase.CANCELLED) and not rolling)
+    if not in_flight and not p.wrote and p.status.current_batch:
+        done = p.status.current_batch
+        p.event("Normal", "BatchFinished", f"batch {p.status.batch}: {len(done)} partitions done")
+        p.status = p.status.model_copy(update={"current_batch": []})
     if not in_flight and not p.wrote and not spec.pause and not stopping:
         started = _next_batch(p, goal_of)
     elif in_flight and not {(b.topic, b.partition) for b in p.status.current_batch} >= set(
