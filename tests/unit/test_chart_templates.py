@@ -450,6 +450,7 @@ async def test_verb_map_matches_what_kube_client_records() -> None:
         "apply": client.apply(TOPICS, "ns", obj),
         "patch": client.patch(TOPICS, "ns", "t", {}),
         "patch_status": client.patch_status(TOPICS, "ns", "t", {}),
+        "write_status": client.write_status(TOPICS, "ns", "t", {}, {"phase": "x"}),
         "replace": client.replace(TOPICS, "ns", obj),
         "replace_status": client.replace_status(TOPICS, "ns", obj),
         "delete": client.delete(TOPICS, "ns", "t"),

@@ -115,6 +115,14 @@ the resources it serves. tests/unit/test_chart_templates.py compares them with t
 - apiGroups: ["jbod.io"]
   resources: ["logdirmoves/status"]
   verbs: ["patch"]
+# PartitionReassignments: read afresh on each pass, their status merge-patched; the Topics'
+# partition states (above) carry their steps.
+- apiGroups: ["jbod.io"]
+  resources: ["partitionreassignments"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["jbod.io"]
+  resources: ["partitionreassignments/status"]
+  verbs: ["patch"]
 # The brokers' objects, by server-side apply: a PATCH, which needs create as well when the
 # object does not exist yet. A StatefulSet is read first and deleted (orphaning its pods and
 # PVCs) to change its volumeClaimTemplates when a log dir is added.
