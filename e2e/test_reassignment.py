@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,22 @@ from tests.integration.counting import CountingProducer, consume_all, fill_bytes
 from tests.kube_cluster import KubeCluster
 
 pytestmark = pytest.mark.e2e
+
+
+def closes_clients(test: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    """The scenario's broker clients closed however the test ends (a failing test would
+    otherwise leave sockets that fail the next test as unraisable warnings)."""
+
+    @functools.wraps(test)
+    async def run(**fixtures: Any) -> None:
+        try:
+            await test(**fixtures)
+        finally:
+            for f in fixtures.values():
+                if isinstance(f, Scenario):
+                    await f.close_clients()
+
+    return run
 
 
 @pytest.fixture
@@ -107,6 +124,7 @@ def batches_from_events(sc: Scenario, name: str) -> list[list[tuple[str, int, li
     return out
 
 
+@closes_clients
 async def test_reassign_onto_other_brokers_in_batches(sc: Scenario) -> None:
     """(a) 6 brokers, 6 partitions RF 3 moved entirely onto the other three with small
     limits: the batches match the planner's, every new replica lands in its named disk, the
@@ -231,9 +249,10 @@ async def throttles(sc: Scenario) -> dict[int, tuple[int, int, int]]:
     return out
 
 
+@closes_clients
 async def test_reassignment_pause_limits_throttle(sc: Scenario) -> None:
     """(d) pause and resume, (g) limits and throttle changed while running."""
-    tps, seed = await setup(sc)
+    tps, seed = await setup(sc, mib=3)
     targets = onto_the_others(sc, tps)
     sc.kube.apply(
         manifest(
@@ -245,17 +264,17 @@ async def test_reassignment_pause_limits_throttle(sc: Scenario) -> None:
         )
     )
     await wait_async(lambda: in_flight(status(sc, "ctl")) > 0, what="a step in flight")
+
+    async def throttled(rate: int) -> bool:
+        return any(r == rate for r, _, n in (await throttles(sc)).values() if n)
+
     # The throttle is on the moving replicas' brokers only, and follows a change.
-    assert any(r == SLOW for r, _, n in (await throttles(sc)).values() if n), await throttles(sc)
+    await wait_async_async(lambda: throttled(SLOW), what="the throttle on the brokers")
     gen = patch(sc, "ctl", throttleBytesPerSecond=2 * SLOW)
     await wait_async(
         lambda: status(sc, "ctl").get("observedGeneration") == gen, what="the change seen"
     )
-
-    async def doubled() -> bool:
-        return any(r == 2 * SLOW for r, _, n in (await throttles(sc)).values() if n)
-
-    await wait_async_async(doubled, what="the new throttle on the brokers")
+    await wait_async_async(lambda: throttled(2 * SLOW), what="the new throttle on the brokers")
     # Pause: the step in flight finishes, no new one starts.
     gen = patch(sc, "ctl", pause=True)
     await wait_async(lambda: status(sc, "ctl").get("phase") == "Paused", what="Paused")
@@ -284,6 +303,7 @@ async def test_reassignment_pause_limits_throttle(sc: Scenario) -> None:
     await sc.close_clients()
 
 
+@closes_clients
 async def test_reassignment_cancel(sc: Scenario) -> None:
     """(e) cancel mid-way: finished steps kept, the unfinished ones undone (their new
     replicas deleted, the partition's order and leader as before the step)."""
@@ -331,6 +351,7 @@ async def test_reassignment_cancel(sc: Scenario) -> None:
     await sc.close_clients()
 
 
+@closes_clients
 async def test_reassignment_rollback(sc: Scenario) -> None:
     """(f) rollback after the end: every partition back to its original replicas, in order,
     with its original leader, each replica in the dir it was in."""
@@ -357,6 +378,7 @@ async def test_reassignment_rollback(sc: Scenario) -> None:
     await sc.close_clients()
 
 
+@closes_clients
 async def test_reassignment_target_broker_killed(sc: Scenario) -> None:
     """(c) a target broker SIGKILLed during catch-up: the partition waits and says why, then
     finishes when the broker is back."""
@@ -424,6 +446,7 @@ def sc_ha(kube_cluster: KubeCluster, tmp_path: Path) -> Iterator[Scenario]:
         yield s
 
 
+@closes_clients
 async def test_reassignment_survives_operator_sigkill(sc_ha: Scenario) -> None:
     """(b) The active operator dies by SIGKILL right after persisting a step, right after
     telling the brokers, while new replicas catch up, and right after persisting a shrink; a

@@ -741,16 +741,19 @@ def _catching_up(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PState:
     down = [b for b in pv.adding if b not in obs.live]
     for b in pv.adding:
         bd = obs.brokers.get(b)
-        if b in obs.live and bd is not None and bd.locate(*pv.key) is None:
-            # Not created (yet): a crash between writing and telling, or the broker restarted
-            # before it made the replica. Telling again is idempotent.
+        if b not in obs.live or b in pv.isr:
+            continue
+        # Told on every pass until in sync: a broker that restarted (or an operator that died
+        # between writing and telling) lost it, and the cluster controller's probe leaves
+        # adding replicas to us. LeaderAndIsr is idempotent on the broker.
+        if bd is not None and bd.locate(*pv.key) is None:
             d = pv.dir_of(b)
             if d and not d.startswith("/"):
                 found = bd.find(d)
                 d = found.path if found is not None else None
             if d:
                 p.actions.append(PreferDir(b, pv.topic, pv.partition, d))
-            p.actions.append(Tell(pv.topic, pv.partition, frozenset({b}), frozenset({b})))
+        p.actions.append(Tell(pv.topic, pv.partition, frozenset({b}), frozenset({b})))
     msg = (
         f"waiting for brokers {down} (not live) to catch up"
         if down
