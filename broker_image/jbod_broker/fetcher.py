@@ -198,7 +198,10 @@ class LeaderFetcher:
         try:
             if data:
                 lg.append_as_follower(data)
-            lg.update_high_watermark(min(hdr.high_watermark, lg.log_end_offset))
+            # The log clamps the leader's HW to its own end, read under its lock on the log
+            # that holds the data: ``lg`` may have been retired by a swap while the append
+            # waited, and its end would lie below what was just appended (issue 14 item 2).
+            lg.update_high_watermark(hdr.high_watermark)
         except KafkaStorageError:
             self.partitions.pop(tp, None)  # our directory failed; the log manager reports it
         except KafkaError as e:

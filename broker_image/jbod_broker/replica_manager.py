@@ -10,6 +10,12 @@ Rules kept from Kafka:
   it run ahead, and it never goes backwards.
 - acks=all is refused before the append when the ISR is below ``min.insync.replicas``
   (NOT_ENOUGH_REPLICAS) and completes when the high watermark passes the last offset.
+- Acknowledgement is exact across log-dir moves (issue 14 item 2): a swap may retire the log a
+  request looked up while its append waits for the lock, the append then landing in the new
+  log. The HW rule reads the leader's end on the log that holds the data
+  (:meth:`Log.advance_high_watermark`); waiters belong to the partition, not to a log object,
+  and read the HW of the current log, which the swap carried over
+  (``Log.adopt_replica_state``); so the answer always comes from the log holding the records.
 - A follower joins the ISR once its log end reaches the high watermark; it leaves when it has
   not caught up for ``replica.lag.time.max.ms``. ISR changes go to the controller
   (AlterPartition) and are applied when it acknowledges; with no controller configured they are
@@ -82,6 +88,9 @@ class Partition:
                 w.set_result(None)
 
     async def wait(self, timeout_s: float) -> None:
+        """Until :meth:`notify` or ``timeout_s``. Keyed by the partition, not by a log: a
+        move's swap replaces the log object, and a waiter re-reads the current one on waking
+        (nothing to hand over at the swap, nothing left waiting on the retired log)."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.waiters.append(fut)
         with contextlib.suppress(TimeoutError):
@@ -514,17 +523,20 @@ class ReplicaManager:
             p.notify()
 
     def _maybe_advance_hw(self, p: Partition, lg: Log) -> bool:
-        leos = [lg.log_end_offset]
+        """Raise the HW to the smallest log end over the maximal ISR; ``True`` if it moved.
+
+        ``lg`` may be a log a move has just retired (the caller looked it up before the swap):
+        the leader's own end is therefore read by :meth:`Log.advance_high_watermark` on the
+        log that holds the data, never here (issue 14 item 2; the rule is there).
+        """
+        others: int | None = None
         for r in p.maximal_isr:
             if r == self.broker_id:
                 continue
             st = p.followers.get(r)
-            leos.append(st.leo if st is not None else -1)
-        new_hw = min(leos)
-        if new_hw > lg.high_watermark:
-            lg.update_high_watermark(new_hw)
-            return True
-        return False
+            leo = st.leo if st is not None else -1
+            others = leo if others is None else min(others, leo)
+        return lg.advance_high_watermark(others)
 
     def _maybe_expand_isr(self, p: Partition, lg: Log, replica_id: int) -> None:
         if replica_id in p.isr or p.pending_isr is not None:

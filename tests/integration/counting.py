@@ -3,7 +3,10 @@ duplicated through failures.
 
 The producer sends each value once (never retries a value whose outcome it does not know: a
 retry could legitimately duplicate it, which would blur the check); values carry a sequence
-number. The consumer reads every partition from offset 0 up to the high watermark, following
+number. With ``retry_errors`` it is the other client instead, the one that retries on every
+error answer until the values are acknowledged: with exact acknowledgement (an error answer
+only for records that were not appended, issue 14) even that client never duplicates a value.
+The consumer reads every partition from offset 0 up to the high watermark, following
 leadership. ``verify`` then demands: every acknowledged value read exactly once, no value read
 twice, values in send order within each partition.
 """
@@ -13,15 +16,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from jbod_broker import wire
 from jbod_broker.client import BrokerClient
 from jbod_broker.errors import KafkaError
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch, decode_batch, iter_batches
 
 LeaderLookup = Callable[[TopicPartition], BrokerClient]
+AnswerHook = Callable[[TopicPartition, "wire.ProduceResponse | KafkaError"], Awaitable[None]]
+"""Told each produce answer (before the next request of that producer is sent)."""
+MAX_ATTEMPTS = 20
+"""A retrying producer gives a batch up after this many error answers (a broken broker must
+fail the test, not hang it)."""
 FILLER = b"fill:"
 """Values that only add bulk (to make moves take time); ``verify`` does not count them."""
 
@@ -50,6 +59,11 @@ class CountingProducer:
     """Distinguishes this producer's values from another's (each counts from 1)."""
     sent: int = 0
     errors: dict[str, int] = field(default_factory=dict)
+    retry_errors: bool = False
+    """Send the same values again after an error answer, until they are acknowledged."""
+    on_answer: AnswerHook | None = None
+    pause_s: float = 0.005
+    """Between rounds: the pace, and so how fast the partitions grow."""
     _seq: int = 0
     _task: asyncio.Task[None] | None = None
     _stop: bool = False
@@ -73,20 +87,30 @@ class CountingProducer:
                 )
             batch = build_batch([(None, v) for v in values])
             self.sent += len(values)
-            try:
-                await self.leader(tp).produce(
-                    tp.topic, tp.partition, batch, acks=self.acks, timeout_ms=self.timeout_ms
-                )
-            except KafkaError as e:
-                self.errors[e.kafka_error] = self.errors.get(e.kafka_error, 0) + 1
+            attempts = 0
+            while True:
+                answer: wire.ProduceResponse | KafkaError | None
+                try:
+                    answer = await self.leader(tp).produce(
+                        tp.topic, tp.partition, batch, acks=self.acks, timeout_ms=self.timeout_ms
+                    )
+                except KafkaError as e:
+                    answer = e
+                    self.errors[e.kafka_error] = self.errors.get(e.kafka_error, 0) + 1
+                if self.on_answer is not None and answer is not None:
+                    await self.on_answer(tp, answer)
+                if not isinstance(answer, KafkaError):
+                    self.acked.setdefault(tp, []).extend(values)
+                    break
                 await asyncio.sleep(0.05)
-                continue
-            self.acked.setdefault(tp, []).extend(values)
+                attempts += 1
+                if not self.retry_errors or attempts >= MAX_ATTEMPTS:
+                    break
 
     async def _run(self) -> None:
         while not self._stop:
             await self.produce_one_round()
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(self.pause_s)
 
     @property
     def acked_count(self) -> int:

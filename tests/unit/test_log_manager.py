@@ -590,3 +590,23 @@ def test_a_lone_future_that_cannot_be_loaded_beside_a_bad_dir_is_left_alone(
     assert tp in lm.offline_replicas() and lm.get_log(tp) is None
     assert any(n.endswith("-future") for n in os.listdir(d[1]))
     assert any("future left in place" in a for a in report.actions)
+
+
+def test_advance_high_watermark_reads_the_end_of_the_log_holding_the_data(
+    tmp_path: Path,
+) -> None:
+    """Issue 14 (2): the HW rule runs on the log that holds the data, with its end read under
+    its lock, so a holder of the retired source still commits what went into the new log;
+    it is bounded by the other replicas' end and never goes back."""
+    lm = start(dirs_of(tmp_path))
+    tp = TopicPartition("swap", 0)
+    source, future = _source_and_future(lm, tp)
+    assert lm.replace_current_with_future_log(
+        tp, source, future, catch_up=lambda: _copy_all(source, future)
+    )
+    source.append_as_leader(build_batch([(None, b"after")] * 2), 3)  # lands in the future
+    assert (future.log_end_offset, future.high_watermark) == (5, 2)
+    assert source.advance_high_watermark(4) and future.high_watermark == 4
+    assert not source.advance_high_watermark(3) and future.high_watermark == 4
+    assert source.advance_high_watermark() and future.high_watermark == 5
+    assert not future.advance_high_watermark() and future.high_watermark == 5

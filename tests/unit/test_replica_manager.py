@@ -21,9 +21,10 @@ from jbod_broker.errors import (
     StaleControllerEpochError,
     UnknownLeaderEpochError,
 )
+from jbod_broker.fetcher import FetcherManager, FetchState, LeaderFetcher
 from jbod_broker.replica_manager import ReplicaManager
 from jbod_broker.storage.errors import KafkaStorageError, OffsetOutOfRangeError
-from jbod_broker.storage.log import AppendInfo
+from jbod_broker.storage.log import AppendInfo, Log
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch
@@ -252,3 +253,83 @@ def test_a_queued_request_fails_when_leadership_moves_before_the_write(tmp_path:
     (result,) = asyncio.run(go())
     assert isinstance(result, NotLeaderOrFollowerError)
     assert rm.logs.log_or_error(TP).log_end_offset == 0  # nothing written as a non-leader
+
+
+# -- a log-dir move swapping the log under produce (issue 14 item 2) -------------------------
+
+
+def swap_now(rm: ReplicaManager) -> tuple[Log, Log]:
+    """Move ``TP`` to the other dir at once (the move engine's copy and swap, simplest form);
+    returns the retired source and the log that now holds the data."""
+    lm = rm.logs
+    source = lm.log_or_error(TP)
+    future = lm.create_future_log(TP, next(d for d in lm.dirs if d != source.log_dir))
+
+    def catch_up() -> None:
+        res = source.read(future.log_end_offset, 1 << 20)
+        if res.data:
+            future.append_as_follower(res.data)
+
+    assert lm.replace_current_with_future_log(TP, source, future, catch_up=catch_up)
+    return source, future
+
+
+def swap_before_append(
+    rm: ReplicaManager, monkeypatch: pytest.MonkeyPatch, method: str = "append_as_leader_group"
+) -> Log:
+    """The race of issue 14 (2), made deterministic: the produce path has its log and is about
+    to append when the swap takes that log's lock; the append waits, then goes on into the new
+    log (``successor``). Returns the log that will be retired."""
+    source = rm.logs.log_or_error(TP)
+    append = getattr(source, method)
+
+    def swap_then_append(*args: object) -> object:
+        if source.successor is None:
+            swap_now(rm)
+        return append(*args)
+
+    monkeypatch.setattr(source, method, swap_then_append)
+    return source
+
+
+def test_acks_all_is_answered_from_the_log_a_swap_put_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An acks=all append that the swap redirected into the new log is committed there at once
+    (RF 1): success, and the high watermark equals the log end. The old code computed the HW
+    from the retired log's end, below the new records, and answered REQUEST_TIMED_OUT."""
+    rm = make(tmp_path)
+    rm.leader_and_isr(lai(isr=[1], replicas=[1]))
+
+    async def go() -> AppendInfo:
+        await rm.produce(TP, rec(3), acks=-1, timeout_ms=1000)
+        retired = swap_before_append(rm, monkeypatch)
+        info = await rm.produce(TP, rec(2), acks=-1, timeout_ms=2000)
+        assert retired.successor is rm.logs.log_or_error(TP)
+        return info
+
+    info = asyncio.run(go())
+    assert (info.first_offset, info.last_offset) == (3, 4)
+    lg = rm.logs.log_or_error(TP)
+    assert (lg.log_end_offset, lg.high_watermark) == (5, 5)
+
+
+async def test_a_follower_append_a_swap_redirected_takes_the_leaders_hw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The follower side of the same race: fetched batches whose append the swap redirected
+    into the new log take the leader's high watermark there. The old code capped it by the
+    retired log's end, so the follower's HW lagged the data it held until the next fetch."""
+    rm = make(tmp_path)
+    rm.leader_and_isr(lai(leader=2, isr=[1, 2], replicas=[1, 2]))
+    fetcher = LeaderFetcher(FetcherManager(rm, token=None), 2)
+    fetcher.partitions[TP] = FetchState(needs_truncation=False)
+    retired = swap_before_append(rm, monkeypatch, "append_as_follower")
+    data = build_batch([(None, b"f%d" % i) for i in range(3)], partition_leader_epoch=0)
+    hdr = wire.FetchPartitionHeader(
+        topic=TP.topic, partition=TP.partition, high_watermark=3, records_size=len(data)
+    )
+    fetcher._apply(hdr, data)
+    lg = rm.logs.log_or_error(TP)
+    assert retired.successor is lg
+    assert (lg.log_end_offset, lg.high_watermark) == (3, 3)

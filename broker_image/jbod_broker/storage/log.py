@@ -650,6 +650,31 @@ class Log:
             return self.high_watermark
 
     @_follows_successor
+    def advance_high_watermark(self, replicas_end: int | None = None) -> bool:
+        """A leader's high watermark rule: raise it to this log's end, or to ``replicas_end``
+        (the smallest log end of the other ISR members) if that is lower; never lower it.
+        Returns whether it moved.
+
+        The log end is read here, under the lock of the log that holds the data, and not by
+        the caller: a caller's log object may have been retired by a move's swap (KIP-113)
+        while its append waited for the lock the swap held, the append then going on into the
+        successor. Read from the retired log, the end lies below the records just appended,
+        and a high watermark computed from it leaves them uncommitted until the next append:
+        an acks=all producer waited for its whole timeout and got REQUEST_TIMED_OUT for
+        records that were in the log, and a client that retried wrote them twice (issue 14
+        item 2).
+        """
+        with self.lock:
+            if self.successor is not None:
+                raise _Retired
+            end = self.log_end_offset
+            new_hw = end if replicas_end is None else min(end, replicas_end)
+            if new_hw <= self.high_watermark:
+                return False
+            self.high_watermark = new_hw
+            return True
+
+    @_follows_successor
     def advance_log_start_offset(self, offset: int) -> int:
         """DeleteRecords: records below ``offset`` become invisible and deletable."""
         with self.lock, self._guard("delete records"):
