@@ -173,6 +173,14 @@ def test_topic_gets_assignments_and_brokers_serve_it(
     asyncio.run(produce_consume())
 
 
+def placed(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Partition states without an empty diskOfflineReplicas (the same as absent): the
+    controller's first pass over a new partition writes it whenever that pass comes."""
+    return [
+        {k: v for k, v in p.items() if not (k == "diskOfflineReplicas" and v == [])} for p in parts
+    ]
+
+
 def test_partition_increase(env: tuple[Kube, OperatorProcess, LocalCluster]) -> None:
     kube, _op, _brokers = env
     kube.apply(topic("grow", 2))
@@ -190,7 +198,7 @@ def test_partition_increase(env: tuple[Kube, OperatorProcess, LocalCluster]) -> 
         ),
         what="5 partitions",
     )
-    assert after[:2] == before  # existing partitions untouched
+    assert placed(after[:2]) == placed(before)  # existing partitions untouched
     err = kube.run(
         "apply", "-n", NS, "-f", "-", input=__import__("json").dumps(topic("grow", 3)), check=False
     )
