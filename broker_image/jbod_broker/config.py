@@ -18,6 +18,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .storage import topic_configs
 from .storage.checkpoints import parse_properties
 from .storage.log import LogConfig
 from .storage.room import MAX_PERCENT as MAX_HEADROOM_PERCENT
@@ -170,23 +171,24 @@ class BrokerConfig(BaseModel):
         return self.num_replica_alter_log_dirs_threads or len(self.log_dirs)
 
     def log_config(self, overrides: Mapping[str, str] | None = None) -> LogConfig:
-        """Topic-level settings: broker defaults, overridden by the topic's configs."""
-        o = dict(overrides or {})
+        """Topic-level settings: broker defaults, overridden by the topic's configs.
+
+        The configs are checked by the rule the operator checks Topics with
+        (``storage.topic_configs``): an unknown key or a value out of Kafka's range is a
+        ConfigError naming every bad entry, never silently ignored (issue 14).
+        """
+        try:
+            o = topic_configs.parse(overrides or {})
+        except topic_configs.TopicConfigError as e:
+            raise ConfigError(f"invalid topic config: {e}") from e
 
         def pick(name: str, default: int) -> int:
-            raw = o.get(name)
-            if raw is None:
-                return default
-            try:
-                return int(raw)
-            except ValueError as e:
-                raise ConfigError(f"topic config {name}={raw!r} is not an integer") from e
+            value = o.get(name, default)
+            assert isinstance(value, int)
+            return value
 
-        flush = o.get("flush.messages")
-        try:
-            flush_messages = int(flush) if flush else self.log_flush_interval_messages
-        except ValueError as e:
-            raise ConfigError(f"topic config flush.messages={flush!r} is not an integer") from e
+        flush = o.get("flush.messages", self.log_flush_interval_messages)
+        assert flush is None or isinstance(flush, int)
         try:
             return LogConfig(
                 segment_bytes=pick("segment.bytes", self.log_segment_bytes),
@@ -195,10 +197,8 @@ class BrokerConfig(BaseModel):
                 retention_ms=pick("retention.ms", self.log_retention_ms),
                 index_interval_bytes=pick("index.interval.bytes", self.log_index_interval_bytes),
                 max_message_bytes=pick("max.message.bytes", self.message_max_bytes),
-                flush_messages=flush_messages,
+                flush_messages=flush,
             )
-        except ConfigError:
-            raise
         except ValueError as e:
             raise ConfigError(f"invalid topic config: {e}") from e
 

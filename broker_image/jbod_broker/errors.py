@@ -9,6 +9,7 @@ so code outside the broker imports every error from this module. The whole tree:
     ├── InvalidTopicError                       bad topic name or partition number
     ├── InvalidRequestError                     a request that can never succeed as sent
     │   └── InvalidLogDirError                  not an absolute path of a configured log dir
+    ├── InvalidConfigError                      a topic config unknown here or out of Kafka's range
     ├── StorageError                            about logs, disks or records (storage.errors)
     │   ├── OffsetOutOfRangeError, CorruptRecordError, RecordTooLargeError,
     │   │   InvalidRecordError, KafkaStorageError, LogDirNotFoundError,
@@ -54,6 +55,7 @@ __all__ = [
     "CorruptRecordError",
     "FencedLeaderEpochError",
     "InsufficientSpaceError",
+    "InvalidConfigError",
     "InvalidLogDirError",
     "InvalidRecordError",
     "InvalidRequestError",
@@ -77,6 +79,13 @@ __all__ = [
     "error_by_name",
     "http_status",
 ]
+
+
+class InvalidConfigError(KafkaError):
+    """Kafka's INVALID_CONFIG: a topic config this broker does not know or implement, or a
+    value outside Kafka's range (``storage.topic_configs``). Refused, never ignored."""
+
+    kafka_error = "INVALID_CONFIG"
 
 
 class NotLeaderOrFollowerError(KafkaError):
@@ -129,6 +138,7 @@ HTTP_STATUS: list[tuple[type[KafkaError], int]] = [
     (LogDirNotFoundError, 404),
     (InvalidLogDirError, 400),
     (InvalidTopicError, 400),
+    (InvalidConfigError, 400),
     (CorruptRecordError, 400),
     (InvalidRecordError, 400),
     (InvalidRequestError, 400),

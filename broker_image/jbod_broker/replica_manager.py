@@ -36,6 +36,7 @@ from . import wire
 from .config import BrokerConfig, ConfigError
 from .errors import (
     FencedLeaderEpochError,
+    InvalidConfigError,
     KafkaError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
@@ -47,13 +48,13 @@ from .errors import (
 )
 from .storage.clock import monotonic_ms
 from .storage.errors import (
-    InvalidRequestError,
     KafkaStorageError,
     OffsetOutOfRangeError,
 )
 from .storage.log import AppendInfo, Log, ReadResult
 from .storage.log_manager import LogManager
 from .storage.names import TopicPartition
+from .storage.topic_configs import MIN_INSYNC_REPLICAS
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +221,14 @@ class ReplicaManager:
         try:
             cfg = self.config.log_config(st.configs)
         except ConfigError as e:
-            raise InvalidRequestError(f"{tp}: {e}") from e
+            raise InvalidConfigError(f"{tp}: {e}") from e
+        in_configs = st.configs.get(MIN_INSYNC_REPLICAS)
+        if in_configs is not None and int(in_configs) != st.min_insync_replicas:
+            # Two values for one setting: the controller contradicts itself; apply neither.
+            raise InvalidConfigError(
+                f"{tp}: {MIN_INSYNC_REPLICAS}={in_configs!r} in configs but "
+                f"min_insync_replicas={st.min_insync_replicas}"
+            )
         # KIP-112: create only when the controller says the replica is new.
         self.logs.get_or_create_log(tp, is_new=st.is_new_replica, config=cfg)
         if p is None:

@@ -1267,6 +1267,45 @@ def test_leader_and_isr_with_bad_topic_config(h: BrokerHarness, configs: dict[st
         expect_error(r, 400, {"INVALID_CONFIG", "INVALID_REQUEST"}, key)
 
 
+@pytest.mark.parametrize(
+    ("configs", "words"),
+    [
+        ({"retention.ms": "-5"}, ["retention.ms", "at least -1"]),
+        ({"retension.ms": "1000"}, ["unknown topic config", "retension.ms"]),
+        ({"cleanup.policy": "compact"}, ["cleanup.policy", "not implemented"]),
+        ({"min.compaction.lag.ms": "0"}, ["min.compaction.lag.ms", "does not implement"]),
+        ({"segment.bytes": "2147483648"}, ["segment.bytes", "32-bit"]),
+        ({"retention.ms": " 1000"}, ["retention.ms", "integer"]),
+        ({"min.insync.replicas": "0"}, ["min.insync.replicas", "at least 1"]),
+    ],
+    ids=[
+        "retention-below-minus-one",
+        "unknown-key",
+        "compaction",
+        "kafka-key-not-implemented",
+        "int-overflow",
+        "space",
+        "min-isr-zero",
+    ],
+)
+def test_leader_and_isr_topic_config_refused_as_kafka_does(
+    h: BrokerHarness, configs: dict[str, str], words: list[str]
+) -> None:
+    """Issue 14 (6): an unknown topic config key was ignored and a value outside Kafka's range
+    (retention.ms=-5) applied; now each is INVALID_CONFIG naming the entry, nothing created."""
+    with h.no_change():
+        r = h.leader_and_isr([new_partition("bad-config", configs=configs)])
+    expect_partition_errors(r, "INVALID_CONFIG", *words)
+
+
+def test_leader_and_isr_min_isr_in_configs_must_match_the_field(h: BrokerHarness) -> None:
+    """Two values for one setting in one partition state: neither is applied."""
+    state = new_partition("two-min-isr", configs={"min.insync.replicas": "2"})
+    with h.no_change():
+        r = h.leader_and_isr([{**state, "min_insync_replicas": 1}])
+    expect_partition_errors(r, "INVALID_CONFIG", "min.insync.replicas", "min_insync_replicas=1")
+
+
 def test_leader_and_isr_with_a_replica_folder_name_over_255_bytes(
     scratch: BrokerHarness,
 ) -> None:

@@ -420,6 +420,17 @@ REFUSED = [
         ["spec", "set exactly one of moves or drain"],
     ),
     Refused(
+        # Issue 14 (6): a Kubernetes name may have 253 characters, a Kafka topic name 249.
+        "topic-name-over-249",
+        topic("t" * 253),
+        ["metadata.name is longer than a Kafka topic name may be (249 characters)"],
+    ),
+    Refused(
+        "topic-name-250",
+        topic("t" * 250),
+        ["set spec.topicName"],
+    ),
+    Refused(
         "log-dirs-per-replica",
         reassignment("short", logDirs=["d0", "d1"]),
         ["spec.partitions[0]", "logDirs must name one directory per replica"],
@@ -434,6 +445,23 @@ REFUSED = [
         "duplicate-replica-ids",
         reassignment("dup-ids", replicas=[1, 2, 1]),
         ["spec.partitions[0].replicas[2]", "Duplicate value: 1"],
+    ),
+    Refused(
+        # Issue 14 (6): one partition given two targets.
+        "reassignment-partition-twice",
+        obj(
+            "PartitionReassignment",
+            "twice",
+            {
+                "clusterName": "bc1",
+                "partitions": [
+                    {"topic": "orders", "partition": 0, "replicas": [1, 2]},
+                    {"topic": "orders", "partition": 1, "replicas": [1, 2]},
+                    {"topic": "orders", "partition": 0, "replicas": [2, 3]},
+                ],
+            },
+        ),
+        ["spec.partitions[2]", "Duplicate value", '"partition":0', '"topic":"orders"'],
     ),
     Refused(
         "duplicate-log-dir-names",
@@ -494,6 +522,33 @@ def test_invalid_objects_are_refused(kube: KubeCluster, case: Refused) -> None:
     else:
         stored = get(kube, plural, name)
         assert stored["spec"] == {**stored["spec"], **case.before["spec"]}
+
+
+def test_topic_names_up_to_kafka_s_limit_are_stored(kube: KubeCluster) -> None:
+    """The root CEL rule of issue 14 (6) refuses only what Kafka would: 249 characters without
+    spec.topicName, and any Kubernetes name with one, are stored (and renaming stays refused)."""
+    longest = "t" * 249
+    ok(create(kube, topic(longest)))
+    ok(create(kube, topic("k" * 253, topicName="short-kafka-name")))
+    assert get(kube, "topics", "k" * 253)["spec"]["topicName"] == "short-kafka-name"
+    removed = run(kube, "replace", "-f", "-", manifest=topic("k" * 253))
+    assert removed.returncode != 0
+    assert "topicName is immutable: it cannot be added or removed" in removed.stderr
+
+
+def test_a_reassignment_naming_distinct_partitions_is_stored(kube: KubeCluster) -> None:
+    spec = {
+        "clusterName": "bc1",
+        "partitions": [
+            {"topic": "orders", "partition": 0, "replicas": [1, 2]},
+            {"topic": "orders", "partition": 1, "replicas": [1, 2]},
+            {"topic": "clicks", "partition": 0, "replicas": [2, 3]},
+        ],
+    }
+    ok(create(kube, obj("PartitionReassignment", "distinct", spec)))
+    stored = get(kube, "partitionreassignments", "distinct")["spec"]
+    PartitionReassignmentSpec.model_validate(stored)
+    assert len(stored["partitions"]) == 3
 
 
 def test_enough_invalid_cases() -> None:

@@ -352,7 +352,7 @@ def test_log_config_topic_overrides_win(tmp_path: Path, token_file: Path) -> Non
             "index.interval.bytes": "0",
             "max.message.bytes": "2048",
             "flush.messages": "1",
-            "cleanup.policy": "delete",  # not a log setting here: ignored
+            "cleanup.policy": "delete",  # what this broker does anyway: accepted
         }
     )
     assert lc == LogConfig(
@@ -377,6 +377,10 @@ def test_log_config_topic_overrides_win(tmp_path: Path, token_file: Path) -> Non
         ({"retention.ms": "1h"}, "retention.ms"),
         ({"index.interval.bytes": "-1"}, "index.interval.bytes"),
         ({"max.message.bytes": "1"}, "max.message.bytes"),
+        # Issue 14 (6): accepted before (a negative retention, an unknown key ignored).
+        ({"retention.ms": "-5"}, "retention.ms"),
+        ({"retension.ms": "1000"}, "retension.ms"),
+        ({"cleanup.policy": "compact"}, "cleanup.policy"),
     ],
 )
 def test_bad_topic_config_names_the_setting(

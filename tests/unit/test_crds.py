@@ -269,6 +269,14 @@ def test_expected_schema_details() -> None:
 
     pr = schema_of(PartitionReassignment)["properties"]["spec"]["properties"]["partitions"]
     assert pr["items"]["properties"]["replicas"]["x-kubernetes-list-type"] == "set"
+    # Issue 14 (6): each partition once (the API server refuses a duplicate key).
+    assert pr["x-kubernetes-list-type"] == "map"
+    assert pr["x-kubernetes-list-map-keys"] == ["topic", "partition"]
+
+    # Issue 14 (6): only a rule on the whole object can read metadata.name.
+    (rule,) = schema_of(Topic)["x-kubernetes-validations"]
+    assert rule["rule"] == "has(self.spec.topicName) || size(self.metadata.name) <= 249"
+    assert "x-kubernetes-validations" not in schema_of(LogDirMove)
 
 
 # -- the schema accepts what the models accept (CEL aside) -------------------------------------

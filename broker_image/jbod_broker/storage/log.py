@@ -50,6 +50,7 @@ from .records import (
     validate_batches,
 )
 from .segment import BatchMeta, LogSegment
+from .topic_configs import MIN_MAX_MESSAGE_BYTES, MIN_SEGMENT_BYTES
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _OFFSET_EPOCH = struct.Struct(">qii")
@@ -104,14 +105,16 @@ class LogConfig:
     OS, as Kafka does by default (replication, not fsync, is what makes a write durable)."""
 
     def __post_init__(self) -> None:
-        if self.segment_bytes < 64:
-            raise ValueError(f"segment.bytes must be at least 64, got {self.segment_bytes}")
+        if self.segment_bytes < MIN_SEGMENT_BYTES:
+            raise ValueError(
+                f"segment.bytes must be at least {MIN_SEGMENT_BYTES}, got {self.segment_bytes}"
+            )
         if self.segment_ms < 1:
             raise ValueError(f"segment.ms must be positive, got {self.segment_ms}")
         if self.index_interval_bytes < 0:
             raise ValueError("index.interval.bytes must not be negative")
-        if self.max_message_bytes < 64:
-            raise ValueError("max.message.bytes must be at least 64")
+        if self.max_message_bytes < MIN_MAX_MESSAGE_BYTES:
+            raise ValueError(f"max.message.bytes must be at least {MIN_MAX_MESSAGE_BYTES}")
         if self.flush_messages is not None and self.flush_messages < 1:
             raise ValueError(f"flush.messages must be at least 1, got {self.flush_messages}")
 

@@ -50,6 +50,12 @@ def validate_topic(topic: str) -> None:
         raise InvalidTopicError(f"topic name {topic!r} has characters outside [a-zA-Z0-9._-]")
 
 
+def unify_collision_chars(topic: str) -> str:
+    """Kafka's ``Topic.unifyCollisionChars``: '.' and '_' collide in metric names, so Kafka
+    refuses a topic whose name equals an existing one's once every '.' is read as '_'."""
+    return topic.replace(".", "_")
+
+
 def validate_partition(partition: int) -> None:
     if not isinstance(partition, int) or isinstance(partition, bool):
         raise InvalidTopicError(f"partition must be an integer, got {partition!r}")

@@ -28,7 +28,7 @@ from jbod_broker.errors import KafkaError, StaleControllerEpochError
 from ..clients.brokers import BrokerPool
 from ..clients.kube import TOPICS, ApiError, KubeClient
 from ..models import kafka_topic_name
-from ..plan import partition_state
+from ..plan import partition_state, topic_spec
 from ..plan.election import apply_to_status, decide, validate_alter_partition, view_from_status
 
 log = logging.getLogger(__name__)
@@ -214,13 +214,15 @@ class ClusterController:
         return max([*ids, *self.heartbeats, -1]) + 1
 
     def _state(self, t: dict[str, Any], s: dict[str, Any]) -> wire.LeaderAndIsrPartition:
-        spec = t.get("spec") or {}
+        # The configs in force (status.configs), never the spec's: a spec edit the topic
+        # handler refused must not reach the brokers (issue 14).
+        configs = topic_spec.configs_in_force(t)
         return partition_state.leader_and_isr(
             kafka_topic_name(t),
             s,
             is_new=False,
-            min_isr=spec.get("minInsyncReplicas") or 1,
-            configs=spec.get("configs") or {},
+            min_isr=topic_spec.min_insync_replicas(configs),
+            configs=configs,
         )
 
     async def _probe(

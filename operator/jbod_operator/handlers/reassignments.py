@@ -37,7 +37,7 @@ from ..control.cluster_controller import ClusterController
 from ..models import BrokerCluster, LogDirMove, PartitionReassignment, kafka_topic_name
 from ..models.log_dir_move import FINAL_REPLICA_STATES, ReplicaState
 from ..models.reassignment import ENDED_PHASES
-from ..plan import partition_state
+from ..plan import partition_state, topic_spec
 from ..plan.logdirmove import BrokerDirs, broker_dirs
 from ..plan.reassignment import (
     TP,
@@ -125,11 +125,10 @@ async def observe(
                     busy[b] += 1
         if name in wanted:
             raw[name] = t
-            spec = t.get("spec") or {}
             topics[name] = TopicView(
                 resource=t["metadata"]["name"],
                 name=name,
-                min_isr=int(spec.get("minInsyncReplicas") or 1),
+                min_isr=topic_spec.min_insync_replicas(topic_spec.configs_in_force(t)),
                 partitions=parts,
                 deleting=bool(t["metadata"].get("deletionTimestamp")),
             )
@@ -249,8 +248,8 @@ class _Acts:
     async def _tell(self, tells: list[Tell]) -> None:
         per_broker: dict[int, list[wire.LeaderAndIsrPartition]] = defaultdict(list)
         for a in tells:
-            t = self.raw[a.topic]
-            spec = t.get("spec") or {}
+            # The configs in force, never the spec's (issue 14): see plan.topic_spec.
+            configs = topic_spec.configs_in_force(self.raw[a.topic])
             s = self._entry(a.topic, a.partition)
             for b in sorted(a.brokers):
                 per_broker[b].append(
@@ -258,8 +257,8 @@ class _Acts:
                         a.topic,
                         s,
                         is_new=b in a.new,
-                        min_isr=spec.get("minInsyncReplicas") or 1,
-                        configs=spec.get("configs") or {},
+                        min_isr=topic_spec.min_insync_replicas(configs),
+                        configs=configs,
                     )
                 )
         live = sorted(self.ctrl.live())

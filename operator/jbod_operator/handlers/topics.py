@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
+from pydantic import ValidationError
 
 from jbod_broker import wire
 from jbod_broker.errors import KafkaError
@@ -20,10 +22,10 @@ from jbod_broker.errors import KafkaError
 from ..clients.brokers import BrokerPool
 from ..clients.kube import BROKER_CLUSTERS, TOPICS, KubeClient
 from ..models import BrokerCluster, Topic, kafka_topic_name
-from ..plan import partition_state
+from ..plan import partition_state, topic_spec
 from ..plan.assignment import BrokerInfo, DirUsage, assign_partitions, choose_log_dir
 from ..plan.conditions import set_condition
-from .context import Ctx
+from .context import Ctx, post_events
 
 log = logging.getLogger(__name__)
 
@@ -107,19 +109,51 @@ def plan_new_partitions(
 
 
 def leader_and_isr_parts(
-    t: Topic, states: list[dict[str, Any]], broker: int, new: set[int], min_isr: int
+    t: Topic, states: list[dict[str, Any]], broker: int, new: set[int], configs: dict[str, str]
 ) -> list[wire.LeaderAndIsrPartition]:
     return [
         partition_state.leader_and_isr(
             kafka_topic_name(t),
             s,
             is_new=s["partition"] in new,
-            min_isr=min_isr,
-            configs=t.spec.configs or {},
+            min_isr=topic_spec.min_insync_replicas(configs),
+            configs=configs,
         )
         for s in states
         if broker in partition_state.replica_ids(s)
     ]
+
+
+@dataclass
+class TopicOutcome:
+    """What a pass wrote and the Events it asks kopf to post."""
+
+    status: dict[str, Any]
+    events: list[topic_spec.Event] = field(default_factory=list)
+
+
+async def _other_topics(kube: KubeClient, t: Topic) -> list[Topic]:
+    """The namespace's other Topics, for the name rules (one list call). One that does not
+    parse as the model (stored before a schema change) is left out rather than stop the pass."""
+    out = []
+    for o in await kube.list(TOPICS, t.metadata.namespace or "default"):
+        if o["metadata"]["name"] == t.metadata.name:
+            continue
+        try:
+            out.append(Topic.model_validate(o))
+        except ValidationError:
+            log.warning("unreadable Topic left out", extra={"topic": o["metadata"]["name"]})
+    return out
+
+
+async def _cluster(kube: KubeClient, t: Topic) -> BrokerCluster:
+    ns = t.metadata.namespace or "default"
+    cluster = await kube.get(BROKER_CLUSTERS, ns, t.spec.cluster_name)
+    if cluster is None:
+        raise TopicNotReady(
+            f"BrokerCluster {ns}/{t.spec.cluster_name} does not exist", "ClusterNotFound"
+        )
+    return BrokerCluster.model_validate(cluster)
 
 
 async def reconcile_topic(
@@ -127,8 +161,13 @@ async def reconcile_topic(
     pool: BrokerPool,
     body: dict[str, Any],
     lock: asyncio.Lock | None = None,
-) -> dict[str, Any]:
-    """Create missing partitions and report readiness; returns the status written.
+) -> TopicOutcome:
+    """Check the Topic, create missing partitions, report readiness; returns the status
+    written and the Events to post.
+
+    Observe (the Topic, its cluster, the namespace's other Topics) → decide
+    (``topic_spec.check_topic``, pure) → act (partitions) → write the status once. A refused
+    Topic gets its reason as the Ready condition and nothing is sent to any broker.
 
     Leader and ISR of existing partitions belong to the cluster's controller
     (``ClusterController``); this handler only adds partitions, under the controller's lock
@@ -136,89 +175,91 @@ async def reconcile_topic(
     """
     t = Topic.model_validate(body)
     ns = t.metadata.namespace or "default"
-    gen = t.metadata.generation
     status: dict[str, Any] = dict(body.get("status") or {})
-    conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
     try:
-        cluster = await kube.get(BROKER_CLUSTERS, ns, t.spec.cluster_name)
-        if cluster is None:
-            raise TopicNotReady(
-                f"BrokerCluster {ns}/{t.spec.cluster_name} does not exist", "ClusterNotFound"
-            )
-        bc = BrokerCluster.model_validate(cluster)
-        ids = list(range(bc.spec.replicas))
-        existing = {s["partition"]: s for s in status.get("partitions") or []}
-        if t.spec.partitions < len(existing):
-            raise TopicNotReady(
-                f"partitions cannot decrease from {len(existing)} to {t.spec.partitions}",
-                "PartitionDecreaseRefused",
-                delay=60,
-            )
-        if len(existing) < t.spec.partitions:
-            describes = await pool.describe(ns, bc.metadata.name, ids)
-            async with lock or asyncio.Lock():
-                fresh = await kube.get(TOPICS, ns, t.metadata.name)
-                if fresh is None:
-                    return status
-                status = dict(fresh.get("status") or {})
-                conditions = list(status.get("conditions") or [])
-                existing = {s["partition"]: s for s in status.get("partitions") or []}
-                new = plan_new_partitions(t, bc, describes, existing)
-                if new:
-                    # The state of record first: a crash after this is finished by the next pass.
-                    states = sorted({**existing, **new}.values(), key=lambda s: s["partition"])
-                    conditions = set_condition(
-                        conditions,
-                        "Ready",
-                        False,
-                        "Creating",
-                        f"creating {len(new)} partitions",
-                        gen,
-                    )
-                    fresh["status"] = status = {
-                        **status,
-                        "topicName": kafka_topic_name(t),
-                        "partitions": states,
-                        "conditions": conditions,
-                    }
-                    await kube.replace_status(TOPICS, ns, fresh)
-                    live = [i for i, d in describes.items() if d is not None]
-                    await _send_state(pool, ns, bc, t, states, live, set(new))
-        states = status.get("partitions") or []
-        offline = sorted({r for s in states for r in s.get("offlineReplicas", [])})
-        leaderless = [s["partition"] for s in states if s["leader"] < 0]
-        msg = f"{len(states)} partitions, replication factor {t.spec.replication_factor}"
-        if offline:
-            msg += f"; replicas on brokers {offline} offline"
-        if leaderless:
-            msg += f"; partitions {leaderless} have no leader"
-        conditions = set_condition(
-            conditions,
-            "Ready",
-            not leaderless,
-            "Reconciled" if not leaderless else "OfflinePartitions",
-            msg,
-            gen,
-        )
-        new_status = {
-            **status,
-            "observedGeneration": gen,
-            "topicName": kafka_topic_name(t),
-            "conditions": conditions,
-        }
+        refusal = topic_spec.check_topic(t, await _other_topics(kube, t))
+        if refusal is None:
+            bc = await _cluster(kube, t)
+            existing = status.get("partitions") or []
+            if t.spec.partitions < len(existing):
+                raise TopicNotReady(
+                    f"partitions cannot decrease from {len(existing)} to {t.spec.partitions}",
+                    "PartitionDecreaseRefused",
+                    delay=60,
+                )
+            if len(existing) < t.spec.partitions:
+                describes = await pool.describe(ns, bc.metadata.name, list(range(bc.spec.replicas)))
+                async with lock or asyncio.Lock():
+                    fresh = await kube.get(TOPICS, ns, t.metadata.name)
+                    if fresh is None:
+                        return TopicOutcome(status)
+                    status = dict(fresh.get("status") or {})
+                    # Again on what is stored now, under the lock every partition creation of
+                    # the cluster takes: of two Topics racing for one Kafka name, the second
+                    # to get here sees the first one's partitions.
+                    stored = Topic.model_validate(fresh)
+                    refusal = topic_spec.check_topic(stored, await _other_topics(kube, t))
+                    if refusal is None:
+                        status = await _create_partitions(kube, pool, stored, bc, fresh, describes)
     except TopicNotReady as e:
-        conditions = set_condition(conditions, "Ready", False, e.reason, str(e), gen)
-        new_status = {**status, "observedGeneration": gen, "conditions": conditions}
-        if new_status != body.get("status"):
-            await kube.patch_status(TOPICS, ns, t.metadata.name, _conditions_only(new_status))
+        conditions = set_condition(
+            list(status.get("conditions") or []),
+            "Ready",
+            False,
+            e.reason,
+            str(e),
+            t.metadata.generation,
+        )
+        failed = {**status, "observedGeneration": t.metadata.generation, "conditions": conditions}
+        await kube.write_status(TOPICS, ns, t.metadata.name, _mine(status), _mine(failed))
         raise
-    if new_status != status or new_status != body.get("status"):
-        await kube.patch_status(TOPICS, ns, t.metadata.name, _conditions_only(new_status))
-    return new_status
+    new_status, events = topic_spec.ready_status(t, status, refusal)
+    # ``status`` is what is stored now (the body's, or what was read or written under the lock).
+    await kube.write_status(TOPICS, ns, t.metadata.name, _mine(status), _mine(new_status))
+    return TopicOutcome(new_status, events)
 
 
-def _conditions_only(status: dict[str, Any]) -> dict[str, Any]:
-    """What this handler may merge-patch: never the partition states (the controller's)."""
+async def _create_partitions(
+    kube: KubeClient,
+    pool: BrokerPool,
+    t: Topic,
+    bc: BrokerCluster,
+    fresh: dict[str, Any],
+    describes: dict[int, wire.DescribeLogDirsResponse | None],
+) -> dict[str, Any]:
+    """Plan the missing partitions, write them as the state of record (with the configs in
+    force), then tell the brokers; returns the status written (``fresh``'s if none missing)."""
+    status = dict(fresh.get("status") or {})
+    existing = {s["partition"]: s for s in status.get("partitions") or []}
+    new = plan_new_partitions(t, bc, describes, existing)
+    if not new:
+        return status
+    # The state of record first: a crash after this is finished by the next pass.
+    states = sorted({**existing, **new}.values(), key=lambda s: s["partition"])
+    configs = topic_spec.accepted_configs(t.spec)
+    conditions = set_condition(
+        list(status.get("conditions") or []),
+        "Ready",
+        False,
+        "Creating",
+        f"creating {len(new)} partitions",
+        t.metadata.generation,
+    )
+    fresh["status"] = status = {
+        **status,
+        "topicName": kafka_topic_name(t),
+        "configs": configs,
+        "partitions": states,
+        "conditions": conditions,
+    }
+    await kube.replace_status(TOPICS, t.metadata.namespace or "default", fresh)
+    live = [i for i, d in describes.items() if d is not None]
+    await _send_state(pool, t.metadata.namespace or "default", bc, t, states, live, set(new))
+    return status
+
+
+def _mine(status: dict[str, Any]) -> dict[str, Any]:
+    """What this handler may write: never the partition states (the controller's)."""
     return {k: v for k, v in status.items() if k != "partitions"}
 
 
@@ -234,7 +275,7 @@ async def _send_state(
     """Preferred dirs, LeaderAndIsr, UpdateMetadata; returns offline replicas per partition."""
     cluster = bc.metadata.name
     name = kafka_topic_name(t)
-    min_isr = t.spec.min_insync_replicas or 1
+    configs = topic_spec.accepted_configs(t.spec)
     endpoints = pool.endpoints(ns, cluster, live)
     offline: dict[int, set[int]] = {}
     for b in live:
@@ -251,7 +292,7 @@ async def _send_state(
                 # KIP-113: the broker remembers the directory of a replica it does not hold
                 # yet (REPLICA_NOT_AVAILABLE) and creates it there on LeaderAndIsr.
                 await client.alter_replica_log_dirs(moves)
-            parts = leader_and_isr_parts(t, states, b, new, min_isr)
+            parts = leader_and_isr_parts(t, states, b, new, configs)
             if not parts:
                 continue
             resp = await client.leader_and_isr(
@@ -333,9 +374,10 @@ async def on_topic(ctx: Ctx, body: kopf.Body) -> None:
     ctrl = ctx.ensure_controller(ns, body["spec"]["clusterName"])
     async with ctx.lock(body):
         try:
-            await reconcile_topic(ctx.kube, ctx.pool, dict(body), ctrl.lock)
+            outcome = await reconcile_topic(ctx.kube, ctx.pool, dict(body), ctrl.lock)
         except TopicNotReady as e:
             raise kopf.TemporaryError(str(e), delay=e.delay) from e
+    post_events(body, outcome.events)
 
 
 async def on_topic_deleted(ctx: Ctx, body: kopf.Body) -> None:

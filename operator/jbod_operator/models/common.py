@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
+from jbod_broker.storage.names import MAX_TOPIC_LENGTH
+
 GROUP = "jbod.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -25,7 +27,7 @@ TopicName = Annotated[
     str,
     StringConstraints(
         min_length=1,
-        max_length=249,
+        max_length=MAX_TOPIC_LENGTH,
         pattern=r"^(\.?[a-zA-Z0-9_-]|\.\.[a-zA-Z0-9._-])[a-zA-Z0-9._-]*$",
     ),
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, field_validator
 
 from .common import (
     ABSOLUTE_PATH,
@@ -251,6 +251,20 @@ class PartitionReassignmentSpec(CamelModel):
     pause: bool = False
     cancel: bool = False
     rollback: bool = False
+
+    @field_validator("partitions")
+    @classmethod
+    def _each_partition_once(cls, v: list[TargetAssignment]) -> list[TargetAssignment]:
+        """The CRD's list-map rule for objects that do not come from the API server (the
+        planner's and jbod-ctl's manifests, tests): a partition named twice would get two
+        targets, and which one wins would depend on the order they are applied in (issue 14)."""
+        seen: set[tuple[str, int]] = set()
+        for i, t in enumerate(v):
+            key = (t.topic, t.partition)
+            if key in seen:
+                raise ValueError(f"partitions[{i}]: {t.topic}-{t.partition} is named twice")
+            seen.add(key)
+        return v
 
 
 class BatchEntry(CamelModel):

@@ -8,6 +8,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, StringConstraints
 
+from jbod_broker.storage.names import MAX_TOPIC_LENGTH
+
 from .common import (
     BrokerId,
     CamelModel,
@@ -141,6 +143,14 @@ class TopicStatus(CamelModel):
     observed_generation: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
     topic_name: str | None = None
+    configs: Annotated[
+        dict[str, str] | None,
+        Field(
+            max_length=100,
+            description="The topic configs in force: the last spec.configs the operator "
+            "accepted (min.insync.replicas included when set); brokers are sent these.",
+        ),
+    ] = None
     partitions: list[PartitionState] = Field(default_factory=list)
 
 
@@ -150,6 +160,15 @@ class Topic(CamelModel):
 
     kind: ClassVar[str] = "Topic"
     plural: ClassVar[str] = "topics"
+    # Rules on the whole object: only there can CEL read metadata.name (issue 14: a Kubernetes
+    # name may have 253 characters, a Kafka topic name 249).
+    root_validations: ClassVar[list[dict[str, str]]] = [
+        {
+            "rule": f"has(self.spec.topicName) || size(self.metadata.name) <= {MAX_TOPIC_LENGTH}",
+            "message": f"metadata.name is longer than a Kafka topic name may be "
+            f"({MAX_TOPIC_LENGTH} characters): set spec.topicName",
+        }
+    ]
     short_names: ClassVar[list[str]] = ["jt"]
     printer_columns: ClassVar[list[dict[str, Any]]] = [
         {"name": "Cluster", "type": "string", "jsonPath": ".spec.clusterName"},

@@ -258,6 +258,11 @@ def openapi_schema(model: type[BaseModel]) -> Schema:
     }
     if "status" in props:
         root["properties"]["status"] = _convert(props["status"], defs, f"{kind}.status")
+    rules = getattr(model, "root_validations", None)
+    if rules:
+        # The only place CEL can read metadata.name (and generateName); a ClassVar, since the
+        # model's own JSON schema has no metadata properties to hang the rule on.
+        root["x-kubernetes-validations"] = [dict(r) for r in rules]
     return root
 
 
