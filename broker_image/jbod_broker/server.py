@@ -256,9 +256,12 @@ async def read_body(request: web.Request) -> bytes | bytearray:
     length reserves it whole before the first byte is taken; one whose decoded length is
     unknown (chunked, or a Content-Encoding) reserves chunk by chunk. The reservation is the
     request's (:data:`RESERVATION`) and the middleware releases it once the request is
-    answered, whatever happened. Waiting for the pool has no deadline: the client's bytes wait
-    in its socket meanwhile. The deadline (``request.body.timeout.ms``) runs from the first
-    byte the broker is ready to read to the last.
+    answered, whatever happened. A body of known length waits for the pool without a
+    deadline (its bytes wait in the client's socket meanwhile, and under load a fair queue
+    must not turn into 408s); the deadline (``request.body.timeout.ms``) runs from the moment
+    the broker is ready to read its first byte to the last. Chunk reservations wait inside
+    the deadline: two chunked bodies each holding part of the pool cannot wait for each other
+    forever.
     """
     b = request.app[BROKER]
     c = b.config
@@ -755,7 +758,7 @@ def server_options(config: BrokerConfig) -> dict[str, Any]:
       a complete request head arrives, and between requests; a head trickled in slower than
       ``connections.max.idle.ms`` closes the connection. The head's size is bounded by
       aiohttp's own limits (8190-byte request line and header fields, 128 headers), answered
-      400/431 past them.
+      400 past them.
     """
     return {"lingering_time": 0, "keepalive_timeout": config.connections_max_idle_ms / 1000}
 

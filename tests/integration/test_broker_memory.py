@@ -39,6 +39,7 @@ from typing import Any
 import pytest
 
 from jbod_broker.client import BrokerClient
+from jbod_broker.config import BrokerConfig
 from jbod_broker.local import LocalBroker, lead_alone, write_token
 from jbod_broker.storage.records import build_batch
 from tests.integration.test_broker_loop import READY_WITHIN_S, ReadyzProbe
@@ -58,6 +59,8 @@ POOL_BYTES = 128 * MiB
 RSS_MARGIN_BYTES = 64 * MiB
 """What may come on top of the pool: per-connection buffers (aiohttp reads at most 128 KiB of
 a body ahead), parser state, the allocator's slack."""
+HEARTBEAT_INTERVAL_S = BrokerConfig.model_fields["broker_heartbeat_interval_ms"].default / 1000
+"""broker.heartbeat.interval.ms by default: /readyz answers within it while bodies stream."""
 CHUNK = memoryview(b"\xff" * MiB)
 """Every body is streamed from this one buffer: the test never holds a body either."""
 
@@ -322,7 +325,10 @@ def test_rss_stays_within_the_pool_under_64_concurrent_99_mib_bodies(
     assert max(seen_used) <= POOL_BYTES
     assert max(seen_waiting) >= 1, "the bodies never queued for the pool"
     assert (peak_kib - baseline_kib) * 1024 <= POOL_BYTES + RSS_MARGIN_BYTES, result
-    assert max(latencies) < READY_WITHIN_S, result
+    # The broker reads at full speed here, competing for 2 shared cores with this client, the
+    # probe and whatever else runs: the bound is the heartbeat interval, what the controller
+    # needs (the slow-body test holds READY_WITHIN_S, on an idle loop).
+    assert max(latencies) < HEARTBEAT_INTERVAL_S, result
     assert metrics(b)["jbod_request_memory_used_bytes"] == 0
 
 
