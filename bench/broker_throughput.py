@@ -299,10 +299,13 @@ async def run_phases(
     total: int,
     args: argparse.Namespace,
     pids: Sequence[int],
+    token: str,
 ) -> tuple[PhaseResult, PhaseResult]:
     conn = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=False)
     timeout = aiohttp.ClientTimeout(total=120)
-    async with aiohttp.ClientSession(connector=conn, timeout=timeout) as session:
+    # The data path needs the brokers' token (issue 14).
+    auth = {"Authorization": f"Bearer {token}"}
+    async with aiohttp.ClientSession(connector=conn, timeout=timeout, headers=auth) as session:
         await produce(session, warmup, batches, args.warmup_mib * MiB, args.producers, pids)
         p = await produce(
             session, targets, batches, total, args.producers, pids, timeout_s=args.max_secs
@@ -371,7 +374,9 @@ async def bench_rf1(
             await lead_alone(client, WARMUP_TOPIC, args.partitions)
         targets = [Target(TopicPartition(TOPIC, p), b.url) for p in range(args.partitions)]
         warmup = [Target(TopicPartition(WARMUP_TOPIC, p), b.url) for p in range(args.partitions)]
-        return await run_phases(targets, warmup, batches, total, args, broker_pids([b]))
+        return await run_phases(
+            targets, warmup, batches, total, args, broker_pids([b]), cluster.token
+        )
     finally:
         rc = b.stop()
         if rc != 0:
@@ -418,6 +423,7 @@ async def bench_rf3(
             total,
             args,
             broker_pids(cluster.brokers),
+            cluster.token,
         )
         shrinks = [r for r in ctl.alter_requests if r.partitions]
         if shrinks:

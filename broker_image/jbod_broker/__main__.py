@@ -14,7 +14,7 @@ from aiohttp import web
 
 from .config import ConfigError, load_config
 from .logfmt import setup_logging
-from .server import Broker, make_app
+from .server import Broker, make_app, server_options
 from .storage.errors import NoLiveLogDirError
 
 
@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             print=None,
             access_log=None,
             shutdown_timeout=10,
+            **server_options(config),
         )
     except NoLiveLogDirError as e:
         print(f"jbod-broker: {e}", file=sys.stderr)

@@ -55,7 +55,11 @@ class BrokerConfig(BaseModel):
     controller_url: Annotated[str | None, Field(alias="controller.url")] = None
     token_file: Annotated[str | None, Field(alias="token.file")] = None
     auth_disabled: Annotated[bool, Field(alias="auth.disabled")] = False
-    data_auth_required: Annotated[bool, Field(alias="data.auth.required")] = False
+    """No token.file needed; without one every endpoint is open (local use only)."""
+    data_auth_required: Annotated[bool, Field(alias="data.auth.required")] = True
+    """The data path (``/v1/data/...``) needs the bearer token too (issue 14): an open one lets
+    anyone who reaches the port make the broker read bodies of ``socket.request.max.bytes``.
+    ``false`` opens it, and the broker says so in a warning at start."""
     intra_broker_throttled_rate: Annotated[
         int, Field(ge=0, alias="intra.broker.throttled.rate")
     ] = 0
@@ -108,6 +112,22 @@ class BrokerConfig(BaseModel):
     socket_request_max_bytes: Annotated[PositiveInt, Field(alias="socket.request.max.bytes")] = (
         100 * 1024 * 1024
     )
+    queued_max_request_bytes: Annotated[PositiveInt, Field(alias="queued.max.request.bytes")] = (
+        256 * 1024 * 1024
+    )
+    """The request-memory pool (Kafka's setting, issue 14): request bodies in memory at once,
+    summed. A body reserves its size before it is read and keeps it until its request is
+    answered, so concurrent bodies wait for each other instead of growing the heap; one larger
+    than the whole pool is refused (413). Kafka's default is unbounded; 256 MiB holds two
+    bodies of the largest size ``socket.request.max.bytes`` allows by default."""
+    request_body_timeout_ms: Annotated[PositiveInt, Field(alias="request.body.timeout.ms")] = 30_000
+    """How long a request body may take to arrive once the broker starts reading it (after
+    its pool reservation); a slower one is answered 408 and its connection closed, so a body
+    trickled at 1 byte/s holds neither a connection nor pool memory for longer (issue 14)."""
+    connections_max_idle_ms: Annotated[PositiveInt, Field(alias="connections.max.idle.ms")] = 60_000
+    """A connection that sends no complete request head for this long is closed: idle
+    keep-alive connections and request heads that trickle in alike (aiohttp's keep-alive
+    timer). Kafka's name; its default is 10 minutes, this one stays under aiohttp's 75 s."""
     request_timeout_ms: Annotated[PositiveInt, Field(alias="request.timeout.ms")] = 30_000
     broker_heartbeat_interval_ms: Annotated[
         PositiveInt, Field(alias="broker.heartbeat.interval.ms")

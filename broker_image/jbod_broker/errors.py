@@ -22,8 +22,10 @@ so code outside the broker imports every error from this module. The whole tree:
     ├── NotEnoughReplicasError                  fewer in-sync replicas than min.insync.replicas
     ├── NotEnoughReplicasAfterAppendError       ... noticed after the append
     ├── RequestTimedOutError                    acks=-1 not reached within the timeout
+    │   └── RequestBodyTimeoutError             a request body slower than request.body.timeout.ms
     ├── AuthError                               missing or wrong bearer token
-    ├── PayloadTooLargeError                    request body over socket.request.max.bytes
+    ├── PayloadTooLargeError                    request body over socket.request.max.bytes,
+    │                                           or over the whole queued.max.request.bytes pool
     ├── BrokerUnavailableError                  (jbod_broker.client) the broker could not be reached
     └── MoveEngineStoppedError                  (jbod_broker.move) the move engine is shut down
 
@@ -71,6 +73,7 @@ __all__ = [
     "PayloadTooLargeError",
     "RecordTooLargeError",
     "ReplicaNotAvailableError",
+    "RequestBodyTimeoutError",
     "RequestTimedOutError",
     "StaleControllerEpochError",
     "StorageError",
@@ -120,6 +123,11 @@ class RequestTimedOutError(KafkaError):
     kafka_error = "REQUEST_TIMED_OUT"
 
 
+class RequestBodyTimeoutError(RequestTimedOutError):
+    """The body did not arrive in time; answered 408 and the connection closed (Kafka has no
+    such error of its own: the request is what timed out)."""
+
+
 class AuthError(KafkaError):
     kafka_error = "CLUSTER_AUTHORIZATION_FAILED"
 
@@ -151,6 +159,7 @@ HTTP_STATUS: list[tuple[type[KafkaError], int]] = [
     (InsufficientSpaceError, 507),
     (KafkaStorageError, 503),
     (NoLiveLogDirError, 503),
+    (RequestBodyTimeoutError, 408),
     (RequestTimedOutError, 504),
 ]
 
@@ -163,9 +172,12 @@ def http_status(err: KafkaError) -> int:
 
 
 def error_by_name(name: str, message: str) -> KafkaError:
-    """Rebuild an error from its Kafka name (the client side of the mapping)."""
-    for cls, _ in HTTP_STATUS:
-        if cls.kafka_error == name:
+    """Rebuild an error from its Kafka name (the client side of the mapping). Where several
+    classes share the name, the first listed that is not a subclass of another one: a subclass
+    is listed before its base only so that ``http_status`` finds its own status first."""
+    named = [cls for cls, _ in HTTP_STATUS if cls.kafka_error == name]
+    for cls in named:
+        if not any(other is not cls and issubclass(cls, other) for other in named):
             return cls(message)
     for cls in (ReplicaNotAvailableError, InvalidRequestError):
         if cls.kafka_error == name:

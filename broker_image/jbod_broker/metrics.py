@@ -90,6 +90,27 @@ class BrokerMetrics:
             "Log-dir moves queued or running",
             lambda: broker.moves.in_progress,
         )
+        pool = broker.request_memory
+        gauge(
+            "jbod_request_memory_used_bytes",
+            "Request-memory pool (queued.max.request.bytes): bytes reserved by request bodies",
+            lambda: pool.used,
+        )
+        gauge(
+            "jbod_request_memory_available_bytes",
+            "Request-memory pool: bytes free for request bodies",
+            lambda: pool.available,
+        )
+        gauge(
+            "jbod_request_memory_waiting_requests",
+            "Requests waiting for the request-memory pool before their body is read",
+            lambda: pool.waiting,
+        )
+        counter_fn(
+            "jbod_request_body_timeouts_total",
+            "Requests answered 408: body slower than request.body.timeout.ms",
+            lambda: broker.body_timeouts,
+        )
         gauge(
             "jbod_controller_requests_pending",
             "AlterPartition/log dir events not yet acknowledged",

@@ -363,8 +363,10 @@ class ReplicaManager:
     # -- produce --------------------------------------------------------------------------
 
     async def produce(
-        self, tp: TopicPartition, data: bytes, acks: int, timeout_ms: int
+        self, tp: TopicPartition, data: bytes | bytearray, acks: int, timeout_ms: int
     ) -> AppendInfo:
+        """Append a producer's batches as leader; with acks=-1, wait until they are committed.
+        A bytearray is handed over: its batches are stamped with offsets in place."""
         p = self.leader_partition(tp)
         if acks == -1 and len(p.isr) < p.min_isr:
             raise NotEnoughReplicasError(
@@ -398,7 +400,7 @@ class ReplicaManager:
                 )
             await p.wait(min(remaining, 0.5))
 
-    async def _append_grouped(self, p: Partition, data: bytes) -> AppendInfo:
+    async def _append_grouped(self, p: Partition, data: bytes | bytearray) -> AppendInfo:
         """Append through the partition's group commit; return once the bytes are written.
 
         Requests whose bodies arrive while the loop is busy queue for their partition and the
@@ -441,7 +443,9 @@ class ReplicaManager:
         limit = min(PRODUCE_GROUP_MAX_BYTES, lg.config.segment_bytes)
         for group in _groups_within(live, limit):
             try:
-                results = lg.append_as_leader_group([q.data for q in group], p.leader_epoch)
+                results = lg.append_as_leader_group(
+                    [q.data for q in group], p.leader_epoch, in_place=True
+                )
             except Exception as e:  # the directory failed: every request in the group fails
                 _fail_all(group, e)
                 continue
@@ -669,7 +673,7 @@ PRODUCE_GROUP_MAX_BYTES = 1 << 20
 @dataclass(slots=True)
 class _QueuedProduce:
     partition: Partition
-    data: bytes
+    data: bytes | bytearray
     future: asyncio.Future[AppendInfo]
 
 

@@ -6,11 +6,17 @@ Layout of the API (all JSON bodies are ``jbod_broker.wire`` models):
     POST /v1/admin/...         log dirs, moves, configs  bearer token
     POST /v1/controller/...    LeaderAndIsr, StopReplica, UpdateMetadata   bearer token
     POST /v1/replica/...       follower fetch, epoch end offsets           bearer token
-    *    /v1/data/...          produce, fetch, list offsets, metadata      token if configured
+    *    /v1/data/...          produce, fetch, list offsets, metadata      bearer token, unless
+                                                                       data.auth.required=false
     GET  /openapi.json         the JSON API, generated from the wire models
 
 Every error is a 4xx/5xx with ``{"error": <Kafka error name>, "message": <reason>}`` and changes
 nothing: models validate before any handler runs; a storage error names the directory.
+
+Memory and connections (issue 14): the token is checked before a body is read; bodies are read
+by :func:`read_body` only, against the request-memory pool (``queued.max.request.bytes``) and
+within ``request.body.timeout.ms``; a request answered before its body was read closes its
+connection instead of reading the rest (:func:`server_options`).
 """
 
 from __future__ import annotations
@@ -33,11 +39,19 @@ from . import wire
 from .client import encode_fetch_response
 from .config import BrokerConfig
 from .controller_channel import ControllerChannel
-from .errors import AuthError, InvalidRequestError, KafkaError, PayloadTooLargeError, http_status
+from .errors import (
+    AuthError,
+    InvalidRequestError,
+    KafkaError,
+    PayloadTooLargeError,
+    RequestBodyTimeoutError,
+    http_status,
+)
 from .fetcher import FetcherManager
 from .metrics import BrokerMetrics
 from .moves import MoveService
 from .replica_manager import ReplicaManager
+from .request_memory import RequestMemoryPool, Reservation
 from .storage.log_manager import LogManager, StartupReport
 from .storage.names import TopicPartition, validate_partition, validate_topic
 from .throttle import AsyncThrottle
@@ -48,6 +62,8 @@ T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 BROKER: web.AppKey[Broker] = web.AppKey("broker")
+RESERVATION = "jbod.reservation"
+"""Where a request keeps its :class:`Reservation` in the request-memory pool."""
 LOOP_SLICE_S = 0.005
 """The longest a request handler runs per-entry work before it lets the loop serve others."""
 
@@ -67,6 +83,9 @@ class Broker:
         self.replicas = ReplicaManager(config, self.logs)
         self.fetchers = FetcherManager(self.replicas, self.token)
         self.moves = MoveService(self.logs, config)
+        self.request_memory = RequestMemoryPool(config.queued_max_request_bytes)
+        self.body_timeouts = 0
+        """Requests answered 408 because their body was slower than request.body.timeout.ms."""
         self.metrics = BrokerMetrics(self)
         self.controller: ControllerChannel | None = None
         self.startup_report: StartupReport | None = None
@@ -81,6 +100,7 @@ class Broker:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._warn_if_open()
         self.logs.on_no_live_dirs(self._halt)
         self.logs.add_offline_listener(self._dir_offline)
         self.startup_report = await self._loop.run_in_executor(None, self.moves.start_storage)
@@ -112,6 +132,22 @@ class Broker:
         self._every(1000, self._blocking(self.moves.run_deletions))
         self.ready = True
         log.info("broker started", extra={"event": "broker_started", "broker": c.broker_id})
+
+    def _warn_if_open(self) -> None:
+        """Say loudly at start what anyone reaching the port may do without a token."""
+        if self.token is None:
+            log.warning(
+                "auth.disabled=true and no token.file: every endpoint, admin and controller "
+                "included, is open to anyone who reaches the port",
+                extra={"event": "auth_open", "paths": "all"},
+            )
+        elif not self.config.data_auth_required:
+            log.warning(
+                "data.auth.required=false: produce, fetch, list-offsets and metadata need no "
+                "token; anyone who reaches the port can write to every topic and make the "
+                "broker read bodies of up to socket.request.max.bytes",
+                extra={"event": "auth_open", "paths": "/v1/data/"},
+            )
 
     def _blocking(self, fn: Callable[[], object]) -> Callable[[], Awaitable[object]]:
         async def run() -> object:
@@ -194,12 +230,14 @@ EPOCH_END_OFFSETS = TypeAdapter(
 )
 
 
-async def parse_json(request: web.Request, validate: Callable[[bytes], T], name: str) -> T:
+async def parse_json(
+    request: web.Request, validate: Callable[[bytes | bytearray], T], name: str
+) -> T:
     if request.content_type != "application/json":
         raise InvalidRequestError(
             f"expected Content-Type application/json, got {request.content_type!r}"
         )
-    raw = await request.read()
+    raw = await read_body(request)
     try:
         return validate(raw)
     except ValidationError as e:
@@ -208,6 +246,68 @@ async def parse_json(request: web.Request, validate: Callable[[bytes], T], name:
         raise InvalidRequestError(
             f"invalid {name}: {where}: {first['msg']} ({e.error_count()} error(s))"
         ) from e
+
+
+async def read_body(request: web.Request) -> bytes | bytearray:
+    """The request's body, read against the request-memory pool and the body deadline.
+
+    The only reader of request bodies (aiohttp's ``request.read()`` would hold a body twice
+    while it copies it, and waits for neither the pool nor a deadline). A body of known
+    length reserves it whole before the first byte is taken; one whose decoded length is
+    unknown (chunked, or a Content-Encoding) reserves chunk by chunk. The reservation is the
+    request's (:data:`RESERVATION`) and the middleware releases it once the request is
+    answered, whatever happened. A body of known length waits for the pool without a
+    deadline (its bytes wait in the client's socket meanwhile, and under load a fair queue
+    must not turn into 408s); the deadline (``request.body.timeout.ms``) runs from the moment
+    the broker is ready to read its first byte to the last. Chunk reservations wait inside
+    the deadline: two chunked bodies each holding part of the pool cannot wait for each other
+    forever.
+    """
+    b = request.app[BROKER]
+    c = b.config
+    held: Reservation = request[RESERVATION]
+    pool = b.request_memory
+    length = request.content_length
+    encoded = request.headers.get("Content-Encoding", "identity").lower() != "identity"
+    buf = bytearray()
+
+    def refuse_size(n: int, at_least: bool) -> None:
+        size = f"{'at least ' if at_least else ''}{n} bytes"
+        if n > c.socket_request_max_bytes:
+            raise PayloadTooLargeError(
+                f"request body of {size} is larger than socket.request.max.bytes="
+                f"{c.socket_request_max_bytes}"
+            )
+        if n > pool.capacity:
+            raise PayloadTooLargeError(
+                f"request body of {size} is larger than the whole request memory pool "
+                f"(queued.max.request.bytes={pool.capacity})"
+            )
+
+    if length is not None and not encoded:
+        refuse_size(length, at_least=False)
+        if length == 0:
+            return b""
+        await held.grow(length)
+    try:
+        async with asyncio.timeout(c.request_body_timeout_ms / 1000):
+            while chunk := await request.content.readany():
+                if length is None or encoded:
+                    refuse_size(len(buf) + len(chunk), at_least=True)
+                    await held.grow(len(chunk))
+                # Large buffers grow in place (realloc): no copy of what was read so far, and
+                # no single long step on the loop.
+                buf += chunk
+    except TimeoutError:
+        b.body_timeouts += 1
+        expected = "" if length is None or encoded else f" of {length}"
+        raise RequestBodyTimeoutError(
+            f"the request body did not arrive within request.body.timeout.ms="
+            f"{c.request_body_timeout_ms} ({len(buf)}{expected} bytes came)"
+        ) from None
+    if length is not None and not encoded and len(buf) != length:
+        raise InvalidRequestError(f"the request body ended after {len(buf)} of {length} bytes")
+    return buf
 
 
 def respond(model: wire.Model) -> web.Response:
@@ -245,6 +345,23 @@ def query_tp(request: web.Request) -> TopicPartition:
     return TopicPartition(topic, partition)
 
 
+def drop_frames(err: BaseException) -> None:
+    """Forget the frames an answered error (and the errors it chains) passed through.
+
+    An error that came through a future is in a cycle (the future holds the error, its
+    traceback the frame awaiting the future, that frame the future), and every frame on the
+    way holds the request body: such a 99 MiB body waited for the garbage collector, long
+    after the request-memory pool had taken its reservation back (issue 14). The error has
+    been answered; its frames are not needed, and the body goes when its last user does.
+    """
+    seen: set[int] = set()
+    cur: BaseException | None = err
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        cur.__traceback__ = None
+        cur = cur.__cause__ or cur.__context__
+
+
 OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json")
 
 
@@ -255,7 +372,9 @@ async def middleware(request: web.Request, handler: Handler) -> web.StreamRespon
     route = (
         request.match_info.route.resource.canonical if request.match_info.route.resource else "?"
     )
+    held = request[RESERVATION] = Reservation(broker.request_memory)
     try:
+        # Before anything reads the body: a refused request never costs its body's memory.
         if request.path not in OPEN_PATHS:
             needs = not request.path.startswith("/v1/data/") or broker.config.data_auth_required
             if needs and broker.token is not None:
@@ -268,19 +387,22 @@ async def middleware(request: web.Request, handler: Handler) -> web.StreamRespon
         resp = await handler(request)
     except KafkaError as e:
         resp = error_response(e)
-    except RequestPayloadError as e:
+        drop_frames(e)
+    except (RequestPayloadError, ConnectionResetError) as e:
+        # A body that does not decode as its Content-Encoding says, or a client gone mid-body.
         resp = error_response(InvalidRequestError(f"cannot read the request body: {e}"))
-    except web.HTTPRequestEntityTooLarge:
-        resp = error_response(
-            PayloadTooLargeError(
-                f"request body larger than socket.request.max.bytes="
-                f"{broker.config.socket_request_max_bytes}"
-            )
-        )
+        drop_frames(e)
     except web.HTTPException as e:
         resp = web.json_response(
             {"error": "INVALID_REQUEST", "message": e.reason or str(e)}, status=e.status
         )
+        drop_frames(e)
+    finally:
+        held.release()
+    if request.body_exists and not request.content.is_eof():
+        # Answered before its body was read (refused, or timed out): the rest is not read
+        # either. The connection closes after this answer (server_options: no lingering).
+        resp.force_close()
     broker.metrics.observe(route, request.method, resp.status, time.perf_counter() - started)
     return resp
 
@@ -456,7 +578,8 @@ async def produce(request: web.Request) -> web.StreamResponse:
     tp = query_tp(request)
     acks = query_int(request, "acks", -1, lo=-1, hi=1)
     timeout_ms = query_int(request, "timeout_ms", b.config.request_timeout_ms, lo=0, hi=600_000)
-    data = await request.read()
+    b.replicas.leader_partition(tp)  # a produce to a partition not led here: refused unread
+    data = await read_body(request)
     info = await b.replicas.produce(tp, data, acks, timeout_ms)
     if acks == 0:
         return web.Response(status=204)
@@ -625,10 +748,23 @@ async def openapi_handler(request: web.Request) -> web.Response:
     return web.json_response(openapi())
 
 
+def server_options(config: BrokerConfig) -> dict[str, Any]:
+    """aiohttp's server settings that bound what one connection can hold (issue 14).
+
+    - ``lingering_time=0``: after answering a request whose body it did not read (a 401 before
+      a 99 MiB body, a 413, a 408), aiohttp would otherwise keep reading and discarding the
+      body for 10 s; the connection closes instead (a client still sending may see a reset).
+    - ``keepalive_timeout``: aiohttp's keep-alive timer runs from the connection's start until
+      a complete request head arrives, and between requests; a head trickled in slower than
+      ``connections.max.idle.ms`` closes the connection. The head's size is bounded by
+      aiohttp's own limits (8190-byte request line and header fields, 128 headers), answered
+      400 past them.
+    """
+    return {"lingering_time": 0, "keepalive_timeout": config.connections_max_idle_ms / 1000}
+
+
 def make_app(broker: Broker) -> web.Application:
-    app = web.Application(
-        middlewares=[middleware], client_max_size=broker.config.socket_request_max_bytes
-    )
+    app = web.Application(middlewares=[middleware])
     app[BROKER] = broker
     r = app.router
     r.add_get("/healthz", healthz)

@@ -1384,11 +1384,31 @@ def test_open_paths_need_no_token(h: BrokerHarness, path: str, auth: str | None)
     assert r.status == 200, r
 
 
-def test_data_path_is_open_by_default(h: BrokerHarness) -> None:
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/data/metadata"),
+        ("GET", "/v1/data/fetch"),
+        ("GET", "/v1/data/list-offsets"),
+        ("POST", "/v1/data/produce"),
+    ],
+)
+@pytest.mark.parametrize("auth", [None, "Bearer wrong-token-wrong-token"], ids=["none", "wrong"])
+def test_data_path_needs_the_token_by_default(
+    h: BrokerHarness, method: str, path: str, auth: str | None
+) -> None:
+    """Issue 14 (5): an open data path let anyone make the broker read 100 MiB bodies."""
     with h.no_change():
-        r = h.request("GET", "/v1/data/metadata", auth=None, content_type=None)
+        r = h.request(
+            method,
+            path,
+            build_batch([(b"k", b"v")]) if method == "POST" else None,
+            params={"topic": SEED_TOPIC, "partition": "0", "offset": "0"},
+            auth=auth,
+            content_type="application/octet-stream" if method == "POST" else None,
+        )
         f = fetch(h, offset="0")
-    assert r.status == 200, r
+    expect_error(r, 401, "CLUSTER_AUTHORIZATION_FAILED", "bearer token")
     assert f.status == 200 and f.body, f
 
 

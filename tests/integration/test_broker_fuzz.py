@@ -404,7 +404,7 @@ class Fuzzer:
         }
 
     def controller_epoch(self) -> int:
-        r = self.h.request("GET", "/v1/data/metadata", auth=None, content_type=None)
+        r = self.h.request("GET", "/v1/data/metadata", content_type=None)
         assert r.status == 200, r
         epoch: int = r.json()["controller_epoch"]
         return epoch

@@ -469,15 +469,16 @@ def test_entrypoint_starts_serves_and_shuts_down_cleanly(layout: ImageLayout) ->
         status, body = http("GET", layout.url + "/readyz")
         assert json.loads(body) == {"status": "ready", "offline_log_dirs": []}
         assert run_healthcheck(layout.port) == 0, "the image's HEALTHCHECK fails on a live broker"
-        # The admin API needs the token from the mounted Secret.
+        # The admin API and the data path need the token from the mounted Secret.
         assert http("POST", layout.url + "/v1/controller/leader-and-isr", b"{}", "x")[0] == 401
+        assert http("GET", layout.url + "/v1/data/metadata")[0] == 401
 
         tp = TopicPartition("image-check", 0)
         leader_and_isr(layout, tp, new=True)
         batch = build_batch([(b"k%d" % i, b"v" * 100) for i in range(10)])
         produce = f"{layout.url}/v1/data/produce?topic={tp.topic}&partition=0&acks=-1"
         for _ in range(3):
-            status, body = http("POST", produce, batch, "application/octet-stream")
+            status, body = http("POST", produce, batch, "application/octet-stream", TOKEN)
             assert status == 200, body
         assert wire.ProduceResponse.model_validate_json(body).last_offset == 29
     finally:
@@ -504,7 +505,7 @@ def test_entrypoint_starts_serves_and_shuts_down_cleanly(layout: ImageLayout) ->
             assert not (d / CLEAN_SHUTDOWN_FILE).exists(), "marker kept after a restart"
         leader_and_isr(layout, tp, new=False)
         status, data = http(
-            "GET", f"{layout.url}/v1/data/fetch?topic={tp.topic}&partition=0&offset=0"
+            "GET", f"{layout.url}/v1/data/fetch?topic={tp.topic}&partition=0&offset=0", token=TOKEN
         )
         assert status == 200
         assert [h.records_count for _, h in iter_batches(data)] == [10, 10, 10]

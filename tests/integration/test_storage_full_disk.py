@@ -319,7 +319,7 @@ def _produce(layout: ImageLayout, tp: TopicPartition, n: int, sent: list[bytes])
     url = f"{layout.url}/v1/data/produce?topic={tp.topic}&partition={tp.partition}&acks=-1"
     for _ in range(n):
         values = [b"%s:%06d:" % (str(tp).encode(), len(sent) + i) + b"v" * 1000 for i in range(10)]
-        status, body = http("POST", url, build_batch([(None, v) for v in values]), "x")
+        status, body = http("POST", url, build_batch([(None, v) for v in values]), "x", TOKEN)
         assert status == 200, body
         sent += values
 
@@ -329,7 +329,7 @@ def _fetch_all(layout: ImageLayout, tp: TopicPartition) -> list[bytes]:
     offset = 0
     while True:
         url = f"{layout.url}/v1/data/fetch?topic={tp.topic}&partition={tp.partition}"
-        status, data = http("GET", f"{url}&offset={offset}&max_bytes=262144")
+        status, data = http("GET", f"{url}&offset={offset}&max_bytes=262144", token=TOKEN)
         assert status == 200, data
         if not data:
             return values

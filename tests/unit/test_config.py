@@ -91,6 +91,50 @@ def test_defaults(tmp_path: Path, token_file: Path) -> None:
     assert cfg.log_flush_interval_messages is None
     assert cfg.min_insync_replicas == 1
     assert cfg.num_replica_alter_log_dirs_threads is None
+    # Issue 14: the data path needs the token; bodies share a 256 MiB pool and must arrive
+    # within 30 s; a connection without a complete request head for 60 s is closed.
+    assert cfg.data_auth_required is True
+    assert cfg.auth_disabled is False
+    assert cfg.queued_max_request_bytes == 256 * 1024 * 1024
+    assert cfg.queued_max_request_bytes > cfg.socket_request_max_bytes
+    assert cfg.request_body_timeout_ms == 30_000
+    assert cfg.connections_max_idle_ms == 60_000
+
+
+def test_request_memory_and_timeouts_from_the_file_and_the_environment(
+    tmp_path: Path, token_file: Path
+) -> None:
+    props = {
+        **base_props(tmp_path, token_file),
+        "queued.max.request.bytes": str(128 * 1024 * 1024),
+        "request.body.timeout.ms": "1000",
+        "connections.max.idle.ms": "2000",
+        "data.auth.required": "false",
+    }
+    cfg = load(tmp_path, props)
+    assert cfg.queued_max_request_bytes == 128 * 1024 * 1024
+    assert (cfg.request_body_timeout_ms, cfg.connections_max_idle_ms) == (1000, 2000)
+    assert cfg.data_auth_required is False
+    env = {
+        "JBOD_QUEUED_MAX_REQUEST_BYTES": "1048576",
+        "JBOD_REQUEST_BODY_TIMEOUT_MS": "500",
+        "JBOD_CONNECTIONS_MAX_IDLE_MS": "700",
+        "JBOD_DATA_AUTH_REQUIRED": "true",
+    }
+    cfg = load(tmp_path, props, env)
+    assert cfg.queued_max_request_bytes == 1048576
+    assert (cfg.request_body_timeout_ms, cfg.connections_max_idle_ms) == (500, 700)
+    assert cfg.data_auth_required is True
+
+
+def test_a_pool_smaller_than_the_largest_request_is_allowed(
+    tmp_path: Path, token_file: Path
+) -> None:
+    """Bodies between the two sizes are refused one by one (413 naming the pool), as a
+    body over socket.request.max.bytes is: a small pool is a choice, not a broken config."""
+    props = {**base_props(tmp_path, token_file), "queued.max.request.bytes": "1048576"}
+    cfg = load(tmp_path, props)
+    assert cfg.queued_max_request_bytes < cfg.socket_request_max_bytes
 
 
 def test_env_overrides_the_file(tmp_path: Path, token_file: Path) -> None:
@@ -265,6 +309,13 @@ def test_bad_move_setting_is_refused(
         ({"log.dir.headroom.percent": "51"}, "log.dir.headroom.percent", ""),
         ({"log.dir.headroom.percent": "nan"}, "log.dir.headroom.percent", ""),
         ({"log.dir.headroom.percent": "five"}, "log.dir.headroom.percent", "number"),
+        ({"queued.max.request.bytes": "0"}, "queued.max.request.bytes", "greater than"),
+        ({"queued.max.request.bytes": "-1"}, "queued.max.request.bytes", "greater than"),
+        ({"queued.max.request.bytes": "256MiB"}, "queued.max.request.bytes", "integer"),
+        ({"request.body.timeout.ms": "0"}, "request.body.timeout.ms", "greater than"),
+        ({"request.body.timeout.ms": "1.5"}, "request.body.timeout.ms", "integer"),
+        ({"connections.max.idle.ms": "0"}, "connections.max.idle.ms", "greater than"),
+        ({"connections.max.idle.ms": "soon"}, "connections.max.idle.ms", "integer"),
     ],
 )
 def test_bad_value_names_the_setting(

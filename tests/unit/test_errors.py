@@ -90,9 +90,21 @@ def test_http_status_and_name_round_trip(cls: type[KafkaError], status: int) -> 
     assert http_status(cls("x")) == status
     rebuilt = error_by_name(cls.kafka_error, "why")
     assert isinstance(rebuilt, KafkaError) and rebuilt.kafka_error == cls.kafka_error
-    # Two classes share LOG_DIR_NOT_FOUND; the client rebuilds the first one listed.
-    first = next(s for c, s in HTTP_STATUS if c.kafka_error == cls.kafka_error)
+    # Two classes share LOG_DIR_NOT_FOUND; the client rebuilds the first one listed. A 408
+    # RequestBodyTimeoutError is a REQUEST_TIMED_OUT: the client rebuilds its base class.
+    first = next(
+        s
+        for c, s in HTTP_STATUS
+        if c.kafka_error == cls.kafka_error and c is not errors.RequestBodyTimeoutError
+    )
     assert str(rebuilt) == "why" and http_status(rebuilt) == first
+
+
+def test_a_body_timeout_is_a_408_request_timed_out_rebuilt_as_its_base() -> None:
+    err = errors.RequestBodyTimeoutError("slow body")
+    assert isinstance(err, RequestTimedOutError)
+    assert http_status(err) == 408 and http_status(RequestTimedOutError("acks")) == 504
+    assert type(error_by_name("REQUEST_TIMED_OUT", "m")) is RequestTimedOutError
 
 
 def test_unknown_names_and_the_root_itself() -> None:

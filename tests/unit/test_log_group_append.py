@@ -122,3 +122,33 @@ def test_group_rolls_like_one_append(tmp_path: Path) -> None:
     assert [s.base_offset for s in log.segments] == [0, 12]
     assert log.segments[1].size == len(reqs[1]) + len(reqs[2])
     assert log.log_end_offset == 36
+
+
+def test_a_lone_bytearray_handed_over_is_stamped_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14: a produce body is held once (what the request-memory pool reserved), not
+    copied for its offsets; without ``in_place`` the caller's buffer is left as it was."""
+    log = make_log(tmp_path)
+    log.append_as_leader(request(0), 1)  # offsets 0-2
+    kept = bytearray(request(1))
+    before = bytes(kept)
+    log.append_as_leader_group([kept], 2)
+    assert kept == before, "a buffer not handed over was changed"
+    given = bytearray(request(2))
+    seen: list[object] = []
+    original = log.active.append
+
+    def same_object(
+        data: bytes | bytearray | memoryview, metas: list[tuple[int, int, int]]
+    ) -> None:
+        seen.append(data)
+        original(data, metas)
+
+    monkeypatch.setattr(log.active, "append", same_object)
+    (info,) = log.append_as_leader_group([given], 2, in_place=True)
+    assert isinstance(info, AppendInfo) and (info.first_offset, info.last_offset) == (6, 8)
+    assert len(seen) == 1 and seen[0] is given, "the body was copied"
+    _, header = next(iter_batches(bytes(given)))
+    assert (header.base_offset, header.partition_leader_epoch) == (6, 2)
+    assert keys_in(log)[6:] == [b"r2-0-0", b"r2-0-1", b"r2-0-2"]
