@@ -11,8 +11,9 @@ so code outside the broker imports every error from this module. The whole tree:
     │   └── InvalidLogDirError                  not an absolute path of a configured log dir
     ├── StorageError                            about logs, disks or records (storage.errors)
     │   ├── OffsetOutOfRangeError, CorruptRecordError, RecordTooLargeError,
-    │   │   InvalidRecordError, KafkaStorageError, LogDirNotFoundError,
-    │   │   ReplicaNotAvailableError, NoLiveLogDirError
+    │   │   InvalidRecordError, KafkaStorageError, InsufficientSpaceError,
+    │   │   ResourceShortageError, LogDirNotFoundError, ReplicaNotAvailableError,
+    │   │   NoLiveLogDirError
     ├── NotLeaderOrFollowerError                the broker does not host the partition in that role
     ├── FencedLeaderEpochError                  a request carries a leader epoch older than ours
     ├── UnknownLeaderEpochError                 ... or newer than ours
@@ -45,6 +46,7 @@ from .storage.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
     ReplicaNotAvailableError,
+    ResourceShortageError,
     StorageError,
 )
 
@@ -70,6 +72,7 @@ __all__ = [
     "RecordTooLargeError",
     "ReplicaNotAvailableError",
     "RequestTimedOutError",
+    "ResourceShortageError",
     "StaleControllerEpochError",
     "StorageError",
     "UnknownLeaderEpochError",
@@ -139,6 +142,7 @@ HTTP_STATUS: list[tuple[type[KafkaError], int]] = [
     (NotEnoughReplicasError, 503),
     (NotEnoughReplicasAfterAppendError, 503),
     (InsufficientSpaceError, 507),
+    (ResourceShortageError, 503),
     (KafkaStorageError, 503),
     (NoLiveLogDirError, 503),
     (RequestTimedOutError, 504),
