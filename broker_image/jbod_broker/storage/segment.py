@@ -230,8 +230,13 @@ class LogSegment:
     def append(self, data: bytes | bytearray | memoryview, metas: Sequence[BatchMeta]) -> None:
         """Append validated batches; ``metas`` describe ``data`` batch by batch, in order."""
         position = self.size
-        with self._file() as fd:
+        # The hot path: the pin written out (a context manager per append costs as much).
+        handles = self._handles
+        fd = handles.acquire(self, self._log_path)
+        try:
             pwrite_all(fd, data, position)
+        finally:
+            handles.release(self)
         # _index_batch, inlined with locals: this loop runs once per appended batch.
         interval = self.index_interval_bytes
         since = self._bytes_since_index
