@@ -13,7 +13,9 @@ shortage cheap to reach:
   reason (and nothing of it left on disk); after a SIGKILL the broker starts again under the
   same limit, ready, holding the same replicas;
 - a broker that finds 10,000 replicas on its disks at start-up (written beforehand with the
-  storage engine) loads them all and becomes ready.
+  storage engine) loads them all and becomes ready;
+- a broker that halts because every log dir failed exits 3, not 0 (the restarts of the issue
+  ended "with exit code 0").
 
 Each log dir is a tmpfs of its own where mounting is allowed (two real filesystems, two disks):
 making 40,000 files on a shared, busy disk takes minutes, on tmpfs seconds, and descriptors
@@ -223,3 +225,23 @@ def test_start_up_loads_10000_replicas_under_a_low_open_file_limit(
     described = _described(asyncio.run(_describe(b, token)))
     assert set().union(*described.values()) == set(range(PARTITIONS))
     assert described == _replica_folders(b)
+
+
+def test_a_broker_that_halts_exits_with_3_not_0(tmp_path: Path) -> None:
+    """A broker whose every log dir failed stops (KIP-112), and says so in its exit code: it
+    used to exit 0, as after a graceful shutdown, so a supervisor saw nothing wrong."""
+    token_file = str(tmp_path / "token")
+    token = write_token(token_file)
+    b = LocalBroker(broker_id=0, base_dir=str(tmp_path), token_file=token_file, num_dirs=1)
+    b.start()
+    (d,) = b.log_dirs
+    os.chmod(d, 0)  # the disk fails: the next file made there gets EACCES
+    try:
+        with contextlib.suppress(Exception):  # the answer races the broker's stop
+            asyncio.run(_send(b, token, _leader_and_isr(1)))
+        assert b.proc is not None
+        assert b.proc.wait(timeout=60) == 3, b.tail()
+    finally:
+        os.chmod(d, 0o755)
+        b.stop()
+    assert "every log directory is offline" in b.tail()
