@@ -35,6 +35,27 @@ def mounted_tmpfs(path: str, size: str) -> Iterator[str]:
             subprocess.run(["umount", "-l", path], check=False)
 
 
+@contextlib.contextmanager
+def tmpfs_if_possible(path: str, size: str) -> Iterator[bool]:
+    """A tmpfs of ``size`` on ``path`` where mounting is allowed (yields ``True``), else the
+    plain directory (``False``): for tests that only want many small files made fast, whose
+    point holds on any filesystem."""
+    os.makedirs(path, exist_ok=True)
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", path],
+        capture_output=True,
+        check=False,
+    )
+    if res.returncode != 0:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        if subprocess.run(["umount", path], capture_output=True, check=False).returncode != 0:
+            subprocess.run(["umount", "-l", path], check=False)
+
+
 def resize_tmpfs(path: str, size: str) -> None:
     """Grow (or shrink) a mounted tmpfs in place: the disk an operator replaced or cleaned."""
     subprocess.run(["mount", "-o", f"remount,size={size}", path], check=True)

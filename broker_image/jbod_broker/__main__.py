@@ -1,7 +1,10 @@
 """Entry point: ``python -m jbod_broker --config server.properties`` (or ``jbod-broker``).
 
 Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT flush and checkpoint every log dir),
-2 for a configuration error (the message names the setting), 3 when no log dir is usable.
+2 for a configuration error (the message names the setting), 3 when no log dir is usable (at
+start-up, or every one failed while running: a halt is never a clean exit, issue 14), 4 when
+the process ran out of open files or memory while loading its log dirs (they are left as they
+were: raise the limit and start again).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from aiohttp import web
 from .config import ConfigError, load_config
 from .logfmt import setup_logging
 from .server import Broker, make_app, server_options
-from .storage.errors import NoLiveLogDirError
+from .storage.errors import NoLiveLogDirError, ResourceShortageError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +52,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     except NoLiveLogDirError as e:
         print(f"jbod-broker: {e}", file=sys.stderr)
+        return 3
+    except ResourceShortageError as e:
+        print(f"jbod-broker: cannot load the log dirs: {e}", file=sys.stderr)
+        return 4
+    if broker.halted:
+        print(f"jbod-broker: stopped: {broker.halted}", file=sys.stderr)
         return 3
     return 0
 

@@ -12,8 +12,9 @@ so code outside the broker imports every error from this module. The whole tree:
     ├── InvalidConfigError                      a topic config unknown here or out of Kafka's range
     ├── StorageError                            about logs, disks or records (storage.errors)
     │   ├── OffsetOutOfRangeError, CorruptRecordError, RecordTooLargeError,
-    │   │   InvalidRecordError, KafkaStorageError, LogDirNotFoundError,
-    │   │   ReplicaNotAvailableError, NoLiveLogDirError
+    │   │   InvalidRecordError, KafkaStorageError, InsufficientSpaceError,
+    │   │   ResourceShortageError, LogDirNotFoundError, ReplicaNotAvailableError,
+    │   │   NoLiveLogDirError
     ├── NotLeaderOrFollowerError                the broker does not host the partition in that role
     ├── FencedLeaderEpochError                  a request carries a leader epoch older than ours
     ├── UnknownLeaderEpochError                 ... or newer than ours
@@ -48,6 +49,7 @@ from .storage.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
     ReplicaNotAvailableError,
+    ResourceShortageError,
     StorageError,
 )
 
@@ -75,6 +77,7 @@ __all__ = [
     "ReplicaNotAvailableError",
     "RequestBodyTimeoutError",
     "RequestTimedOutError",
+    "ResourceShortageError",
     "StaleControllerEpochError",
     "StorageError",
     "UnknownLeaderEpochError",
@@ -157,6 +160,7 @@ HTTP_STATUS: list[tuple[type[KafkaError], int]] = [
     (NotEnoughReplicasError, 503),
     (NotEnoughReplicasAfterAppendError, 503),
     (InsufficientSpaceError, 507),
+    (ResourceShortageError, 503),
     (KafkaStorageError, 503),
     (NoLiveLogDirError, 503),
     (RequestBodyTimeoutError, 408),

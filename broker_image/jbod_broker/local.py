@@ -8,6 +8,7 @@ format, the same token file, the same HTTP API.
 from __future__ import annotations
 
 import os
+import resource
 import secrets
 import signal
 import socket
@@ -48,6 +49,9 @@ class LocalBroker:
     settings: dict[str, str] = field(default_factory=dict)
     dir_names: list[str] | None = None
     """Names of the log dirs (``data-<name>``, as in a BrokerCluster); default 0..num_dirs-1."""
+    open_file_limit: int | None = None
+    """RLIMIT_NOFILE (soft and hard) of the broker process; ``None``: this process's own. A low
+    one makes running out of descriptors cheap to reach in a test (issue 14)."""
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -93,10 +97,17 @@ class LocalBroker:
             stdout=logf,
             stderr=logf,
             env=env,
+            preexec_fn=self._limit_open_files if self.open_file_limit is not None else None,
         )
         logf.close()
         if wait:
             self.wait_ready(timeout_s)
+
+    def _limit_open_files(self) -> None:
+        """Runs in the child between fork and exec: both limits, so the broker cannot raise it."""
+        assert self.open_file_limit is not None
+        n = self.open_file_limit
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
 
     def wait_ready(self, timeout_s: float = 30) -> None:
         deadline = time.monotonic() + timeout_s

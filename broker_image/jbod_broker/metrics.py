@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from .storage.handles import open_file_count
+
 if TYPE_CHECKING:
     from .server import Broker
 
@@ -110,6 +112,28 @@ class BrokerMetrics:
             "jbod_request_body_timeouts_total",
             "Requests answered 408: body slower than request.body.timeout.ms",
             lambda: broker.body_timeouts,
+        )
+        # Issue 14: the open-file budget (raised to the hard limit at start) and its use.
+        gauge(
+            "jbod_open_file_limit",
+            "RLIMIT_NOFILE in force (raised to the hard limit at start)",
+            lambda: broker.open_files.limit,
+        )
+        gauge("jbod_open_files", "Descriptors the broker process has open", open_file_count)
+        gauge(
+            "jbod_log_file_handles_max",
+            "Segment files the storage may keep open (its share of the limit)",
+            lambda: lm.handles.capacity,
+        )
+        gauge(
+            "jbod_log_file_handles_open",
+            "Segment files open now (idle replicas hold none)",
+            lambda: lm.handles.open_count,
+        )
+        counter_fn(
+            "jbod_log_file_opens_total",
+            "Segment files opened, reopens included (far above the replicas used: budget short)",
+            lambda: lm.handles.opens,
         )
         gauge(
             "jbod_controller_requests_pending",

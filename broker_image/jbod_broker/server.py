@@ -52,6 +52,7 @@ from .metrics import BrokerMetrics
 from .moves import MoveService
 from .replica_manager import ReplicaManager
 from .request_memory import RequestMemoryPool, Reservation
+from .storage.handles import FileHandles, raise_open_file_limit
 from .storage.log_manager import LogManager, StartupReport
 from .storage.names import TopicPartition, validate_partition, validate_topic
 from .throttle import AsyncThrottle
@@ -74,11 +75,25 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.token = config.read_token()
+        # Issue 14: as many descriptors as the process may have, and the storage's share of
+        # them said once; replicas hold none while idle (storage.handles).
+        self.open_files = raise_open_file_limit()
+        log.info(
+            "open-file budget",
+            extra={
+                "event": "open_file_budget",
+                "limit": self.open_files.limit,
+                "hard_limit": self.open_files.hard_limit,
+                "limit_at_start": self.open_files.limit_at_start,
+                "log_handles_max": self.open_files.log_handles,
+            },
+        )
         self.logs = LogManager(
             config.log_dirs,
             broker_id=config.broker_id,
             default_config=config.log_config(),
             headroom=config.headroom,
+            handles=FileHandles(self.open_files.log_handles),
         )
         self.replicas = ReplicaManager(config, self.logs)
         self.fetchers = FetcherManager(self.replicas, self.token)
@@ -421,7 +436,20 @@ async def readyz(request: web.Request) -> web.Response:
     b = request.app[BROKER]
     if not b.ready:
         return web.json_response({"status": "not ready", "reason": b.halted}, status=503)
-    return web.json_response({"status": "ready", "offline_log_dirs": sorted(b.logs.offline_dirs())})
+    budget = b.open_files
+    return web.json_response(
+        {
+            "status": "ready",
+            "offline_log_dirs": sorted(b.logs.offline_dirs()),
+            "open_files": {
+                "limit": budget.limit,
+                "hard_limit": budget.hard_limit,
+                "limit_at_start": budget.limit_at_start,
+                "log_handles_max": budget.log_handles,
+                "log_handles_open": b.logs.handles.open_count,
+            },
+        }
+    )
 
 
 async def metrics(request: web.Request) -> web.Response:

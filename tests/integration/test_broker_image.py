@@ -467,7 +467,9 @@ def test_entrypoint_starts_serves_and_shuts_down_cleanly(layout: ImageLayout) ->
         wait_status(run, layout.url + "/healthz")
         wait_status(run, layout.url + "/readyz")
         status, body = http("GET", layout.url + "/readyz")
-        assert json.loads(body) == {"status": "ready", "offline_log_dirs": []}
+        ready = json.loads(body)
+        assert (ready["status"], ready["offline_log_dirs"]) == ("ready", [])
+        assert ready["open_files"]["limit"] > 0  # the open-file budget (issue 14)
         assert run_healthcheck(layout.port) == 0, "the image's HEALTHCHECK fails on a live broker"
         # The admin API and the data path need the token from the mounted Secret.
         assert http("POST", layout.url + "/v1/controller/leader-and-isr", b"{}", "x")[0] == 401

@@ -620,11 +620,12 @@ def test_crash_while_dropping_the_later_segments_recovers_the_same_log(
     middle = os.path.join(folder, names[1])
     os.truncate(middle, os.path.getsize(middle) - 7)
 
-    def crash(self: object) -> None:
+    def crash(dir_path: str, base_offset: int) -> None:
         raise _Crash
 
     with monkeypatch.context() as m:
-        m.setattr("jbod_broker.storage.log.LogSegment.delete", crash)
+        # The later segments are removed without being opened (LogSegment.delete_files).
+        m.setattr("jbod_broker.storage.log.LogSegment.delete_files", staticmethod(crash))
         with pytest.raises(_Crash):
             Log.load(folder, MID_TP, MID_CONFIG, LogDirFailureChannel(), log_dir=log_dir)
     abandon(tmp_path)

@@ -78,6 +78,7 @@ def test_every_error_the_storage_module_defines_derives_from_the_root() -> None:
         "RecordTooLargeError",
         "InvalidRecordError",
         "InsufficientSpaceError",
+        "ResourceShortageError",
         "KafkaStorageError",
         "LogDirNotFoundError",
         "ReplicaNotAvailableError",

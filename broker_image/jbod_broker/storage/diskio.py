@@ -3,7 +3,10 @@
 KIP-112: an I/O error on a directory must not bring the broker down. Every call that touches a
 log directory runs inside :meth:`LogDirFailureChannel.guard`; an ``OSError`` there marks the
 directory offline (once), tells every listener, and surfaces to the caller as a
-:class:`KafkaStorageError` that names the directory. Listeners (the log manager, the server)
+:class:`KafkaStorageError` that names the directory. Two kinds of ``OSError`` say nothing about
+the disk and leave it online: the process's own shortage of open files or memory
+(:data:`RESOURCE_SHORTAGE`, always: issue 14) and, where the caller says so, a full disk
+(:data:`OUT_OF_SPACE`, a move's own writes: issue 13). Listeners (the log manager, the server)
 take the replicas on that directory offline and report to the controller.
 
 Thread-safe: guard() may be entered from request handlers, move workers and the scheduler.
@@ -24,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from .errors import InsufficientSpaceError, KafkaStorageError
+from .errors import InsufficientSpaceError, KafkaStorageError, ResourceShortageError
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +37,37 @@ OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 """The errnos of a full filesystem (or a full quota)."""
 
 
+RESOURCE_SHORTAGE = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+"""The errnos of a process (or host) out of open files or kernel memory: never a disk failure.
+
+Issue 14: EMFILE taken for a broken disk took every log dir offline and stopped the broker, and
+the restart, hitting it again while loading, stopped again. The disk is fine; the call that met
+the shortage is refused (:class:`ResourceShortageError`) and may be retried."""
+
+_RESOURCE_NAMES = {
+    errno.EMFILE: "the broker process has too many open files (its RLIMIT_NOFILE is reached)",
+    errno.ENFILE: "the host has too many open files (fs.file-max is reached)",
+    errno.ENOMEM: "the kernel is out of memory",
+}
+
+
 def is_space_error(e: BaseException) -> bool:
     """Whether ``e`` says there is no room left (the disk is full, not broken)."""
     return isinstance(e, OSError) and e.errno in OUT_OF_SPACE
+
+
+def is_resource_error(e: BaseException) -> bool:
+    """Whether ``e`` says the process ran out of open files or memory (the disk is fine)."""
+    return isinstance(e, OSError) and e.errno in RESOURCE_SHORTAGE
+
+
+def resource_shortage(what: str, e: OSError) -> ResourceShortageError:
+    """The refusal of one disk call that met the process's shortage; the directory stays online."""
+    where = f" ({e.filename})" if e.filename else ""
+    why = _RESOURCE_NAMES.get(e.errno or 0, os.strerror(e.errno or 0))
+    return ResourceShortageError(
+        f"{what}: {why}: {os.strerror(e.errno or 0)}{where}; refused, no log dir is affected"
+    )
 
 
 def shortage(dir_path: str, what: str, e: OSError) -> InsufficientSpaceError:
@@ -126,13 +157,17 @@ class LogDirFailureChannel:
     def guard(self, dir_path: str, what: str, *, shortage_fails_dir: bool = True) -> Iterator[None]:
         """Run a disk operation on ``dir_path``; an OSError takes that directory offline.
 
-        ``shortage_fails_dir=False`` is for a move's writes into its future copy: running out
-        of space there raises :func:`shortage` and the directory stays online.
+        Except the process's own shortage (:data:`RESOURCE_SHORTAGE`), which raises
+        :func:`resource_shortage` and leaves the directory online. ``shortage_fails_dir=False``
+        is for a move's writes into its future copy: running out of space there raises
+        :func:`shortage` and the directory stays online.
         """
         self.check(dir_path)
         try:
             yield
         except OSError as e:
+            if is_resource_error(e):
+                raise resource_shortage(what, e) from e
             if not shortage_fails_dir and is_space_error(e):
                 raise shortage(dir_path, what, e) from e
             reason = f"{what}: {os.strerror(e.errno) if e.errno else e}"

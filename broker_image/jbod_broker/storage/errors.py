@@ -20,6 +20,7 @@ error a broker can answer with" catches :class:`KafkaError`. The part of the tre
         ├── InvalidRecordError       a batch that is well formed but unacceptable here
         ├── KafkaStorageError        the directory holding the replica is offline
         ├── InsufficientSpaceError   a directory has no room for a move or a new replica
+        ├── ResourceShortageError    the process ran out of open files or memory (not the disk)
         ├── LogDirNotFoundError      no configured directory with that path
         ├── ReplicaNotAvailableError the replica has no log on this broker (yet)
         └── NoLiveLogDirError        every log directory is offline: the broker must stop
@@ -84,6 +85,22 @@ class InsufficientSpaceError(StorageError):
     """
 
     kafka_error = "POLICY_VIOLATION"
+
+
+class ResourceShortageError(StorageError):
+    """The broker process (or the host) ran out of a resource a disk call needed: open files
+    (EMFILE, ENFILE) or kernel memory (ENOMEM); see ``diskio.RESOURCE_SHORTAGE``.
+
+    Issue 14: this is the process's shortage, never the disk's, so the directory stays online
+    and the caller's one operation is refused: a LeaderAndIsr refuses the partition it could not
+    create (nothing of it is left on disk), a produce can be retried. Kafka has no code for it;
+    THROTTLING_QUOTA_EXCEEDED is its retriable "the broker refuses this now, for a budget it
+    enforces" (CreateTopics answers it when partition creation goes past a quota), and unlike
+    KAFKA_STORAGE_ERROR it does not make a controller take the replica for offline. The
+    message names what ran out and the limit.
+    """
+
+    kafka_error = "THROTTLING_QUOTA_EXCEEDED"
 
 
 class LogDirNotFoundError(StorageError):

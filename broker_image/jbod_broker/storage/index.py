@@ -12,6 +12,10 @@ the file always holds a prefix of the entries; a prefix is a correct, sparser in
 scans forward from an earlier position), and an empty one of a non-empty log is rebuilt. That
 is what lets recovery rebuild an index without writing (a full disk must still load). Not
 thread-safe: the owning :class:`Log` serialises writers.
+
+No descriptor is kept (issue 14): the file is opened for the moment it is read (at load),
+written (a flush, a roll, a close) or cut, so an idle replica holds none, as Kafka opens its
+indexes lazily. The file itself is made when the index is (an empty one), as before.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .diskio import pwrite_all
 
@@ -30,6 +36,31 @@ class CorruptIndexError(Exception):
     """The index file does not match what the log says; rebuild it."""
 
 
+def _touch(path: str) -> None:
+    """Make the (empty) index file if it is missing: a segment always has both."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+
+
+@contextmanager
+def _opened(path: str) -> Iterator[int]:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _read_all(path: str) -> bytes:
+    with _opened(path) as fd:
+        size = os.fstat(fd).st_size
+        return os.pread(fd, size, 0)
+
+
+def _open_for_sync(path: str) -> int:
+    """A descriptor to fsync ``path`` with, outside the log's lock (the caller closes it)."""
+    return os.open(path, os.O_RDONLY)
+
+
 class OffsetIndex:
     entry_size = _OFF.size
 
@@ -39,14 +70,14 @@ class OffsetIndex:
         self._offsets: list[int] = []
         self._positions: list[int] = []
         self._written = 0  # entries already in the file; the rest wait in memory
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        _touch(path)
 
     def load(self) -> None:
         """Read the file; raise CorruptIndexError if it cannot be an index of this segment."""
-        size = os.fstat(self._fd).st_size
+        data = _read_all(self.path)
+        size = len(data)
         if size % self.entry_size:
             raise CorruptIndexError(f"{self.path}: size {size} is not a multiple of 8")
-        data = os.pread(self._fd, size, 0)
         offsets: list[int] = []
         positions: list[int] = []
         for rel, pos in _OFF.iter_unpack(data):
@@ -62,10 +93,6 @@ class OffsetIndex:
     def entries(self) -> int:
         return len(self._offsets)
 
-    @property
-    def fd(self) -> int:
-        return self._fd
-
     def write_pending(self) -> None:
         """Entries are kept in memory and written in bulk: one syscall per flush, not per batch.
 
@@ -80,8 +107,14 @@ class OffsetIndex:
                     self._offsets[self._written :], self._positions[self._written :], strict=True
                 )
             )
-            pwrite_all(self._fd, data, self._written * self.entry_size)
+            with _opened(self.path) as fd:
+                pwrite_all(fd, data, self._written * self.entry_size)
             self._written = n
+
+    def open_for_sync(self) -> int:
+        """Write what waits, then a descriptor to fsync the file with (the caller closes it)."""
+        self.write_pending()
+        return _open_for_sync(self.path)
 
     @property
     def last_position(self) -> int:
@@ -123,25 +156,25 @@ class OffsetIndex:
         i = bisect.bisect_left(self._positions, position)
         del self._offsets[i:]
         del self._positions[i:]
-        self._written = min(self._written, i)
-        os.ftruncate(self._fd, self._written * self.entry_size)
+        if i < self._written:
+            self._written = i
+            os.truncate(self.path, i * self.entry_size)
 
     def reset(self) -> None:
-        self.truncate_to_position(0)
+        """Forget every entry and empty the file (which may hold anything: it is rebuilt)."""
+        self._offsets.clear()
+        self._positions.clear()
+        self._written = 0
+        os.truncate(self.path, 0)
 
     def flush(self) -> None:
         self.write_pending()
-        os.fsync(self._fd)
+        with _opened(self.path) as fd:
+            os.fsync(fd)
 
     def close(self, *, write: bool = True) -> None:
-        if self._fd >= 0:
-            fd = self._fd
-            try:
-                if write:
-                    self.write_pending()
-            finally:
-                self._fd = -1
-                os.close(fd)
+        if write:
+            self.write_pending()
 
 
 class TimeIndex:
@@ -153,13 +186,13 @@ class TimeIndex:
         self._timestamps: list[int] = []
         self._offsets: list[int] = []
         self._written = 0
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        _touch(path)
 
     def load(self) -> None:
-        size = os.fstat(self._fd).st_size
+        data = _read_all(self.path)
+        size = len(data)
         if size % self.entry_size:
             raise CorruptIndexError(f"{self.path}: size {size} is not a multiple of 12")
-        data = os.pread(self._fd, size, 0)
         ts_list: list[int] = []
         offs: list[int] = []
         for ts, rel in _TIME.iter_unpack(data):
@@ -176,10 +209,6 @@ class TimeIndex:
         return len(self._offsets)
 
     @property
-    def fd(self) -> int:
-        return self._fd
-
-    @property
     def pending(self) -> bool:
         return self._written < len(self._offsets)
 
@@ -192,8 +221,14 @@ class TimeIndex:
                     self._timestamps[self._written :], self._offsets[self._written :], strict=True
                 )
             )
-            pwrite_all(self._fd, data, self._written * self.entry_size)
+            with _opened(self.path) as fd:
+                pwrite_all(fd, data, self._written * self.entry_size)
             self._written = n
+
+    def open_for_sync(self) -> int:
+        """Write what waits, then a descriptor to fsync the file with (the caller closes it)."""
+        self.write_pending()
+        return _open_for_sync(self.path)
 
     @property
     def last_timestamp(self) -> int:
@@ -222,25 +257,22 @@ class TimeIndex:
         i = bisect.bisect_left(self._offsets, offset)
         del self._offsets[i:]
         del self._timestamps[i:]
-        self._written = min(self._written, i)
-        os.ftruncate(self._fd, self._written * self.entry_size)
+        if i < self._written:
+            self._written = i
+            os.truncate(self.path, i * self.entry_size)
 
     def reset(self) -> None:
+        """Forget every entry and empty the file (which may hold anything: it is rebuilt)."""
         self._timestamps.clear()
         self._offsets.clear()
         self._written = 0
-        os.ftruncate(self._fd, 0)
+        os.truncate(self.path, 0)
 
     def flush(self) -> None:
         self.write_pending()
-        os.fsync(self._fd)
+        with _opened(self.path) as fd:
+            os.fsync(fd)
 
     def close(self, *, write: bool = True) -> None:
-        if self._fd >= 0:
-            fd = self._fd
-            try:
-                if write:
-                    self.write_pending()
-            finally:
-                self._fd = -1
-                os.close(fd)
+        if write:
+            self.write_pending()

@@ -12,7 +12,9 @@ directory offline (KIP-112) and this log with it.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
+import logging
 import os
 import struct
 import threading
@@ -23,14 +25,24 @@ from typing import NamedTuple, ParamSpec, TypeVar
 
 from .checkpoints import CheckpointError, format_epochs, parse_epochs
 from .clock import wall_ms
-from .diskio import OUT_OF_SPACE, LogDirFailureChannel, shortage, write_atomically, write_or_remove
+from .diskio import (
+    OUT_OF_SPACE,
+    LogDirFailureChannel,
+    is_resource_error,
+    resource_shortage,
+    shortage,
+    write_atomically,
+    write_or_remove,
+)
 from .errors import (
     InvalidRecordError,
     InvalidRequestError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    ResourceShortageError,
     StorageError,
 )
+from .handles import MIN_LOG_HANDLES, FileHandles
 from .leader_epoch import LeaderEpochCache
 from .names import (
     CLEANED_SUFFIX,
@@ -51,6 +63,8 @@ from .records import (
 )
 from .segment import BatchMeta, LogSegment
 from .topic_configs import MIN_MAX_MESSAGE_BYTES, MIN_SEGMENT_BYTES
+
+_log = logging.getLogger(__name__)
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _OFFSET_EPOCH = struct.Struct(">qii")
@@ -160,8 +174,12 @@ class Log:
         *,
         log_dir: str,
         is_future: bool = False,
+        handles: FileHandles | None = None,
     ) -> None:
+        """``handles``: the broker's open segment files (issue 14); a log made alone (tools,
+        tests) gets a small set of its own."""
         self.dir_path = dir_path
+        self.handles = handles if handles is not None else FileHandles(MIN_LOG_HANDLES)
         self.tp = tp
         self.config = config
         self.channel = channel
@@ -196,13 +214,39 @@ class Log:
         log_dir: str,
         is_future: bool = False,
         start_offset: int = 0,
+        handles: FileHandles | None = None,
     ) -> Log:
-        log = cls(dir_path, tp, config, channel, log_dir=log_dir, is_future=is_future)
-        with log._guard("create log"):
-            os.makedirs(dir_path, exist_ok=False)
-            log._add_segment(start_offset)
-            log.log_start_offset = log.recovery_point = log.high_watermark = start_offset
+        """Make the replica folder and its first segment. Refused for the process's shortage
+        (:class:`ResourceShortageError`: open files, memory), it leaves nothing behind: a
+        half-made folder would be loaded as a replica at the next start (issue 14)."""
+        log = cls(
+            dir_path, tp, config, channel, log_dir=log_dir, is_future=is_future, handles=handles
+        )
+        try:
+            with log._guard("create log"):
+                os.makedirs(dir_path, exist_ok=False)
+                log._add_segment(start_offset)
+                log.log_start_offset = log.recovery_point = log.high_watermark = start_offset
+        except ResourceShortageError:
+            log._undo_create(start_offset)
+            raise
         return log
+
+    def _undo_create(self, start_offset: int) -> None:
+        """Remove what a refused :meth:`create` made. Unlinks and a rmdir need no descriptor,
+        so this works in the very shortage that refused it; if it fails anyway the error is
+        the directory's (its guard judges)."""
+        self.close_quietly()
+        try:
+            with self.channel.guard(self.log_dir, f"remove refused log {self.tp}"):
+                LogSegment.delete_files(self.dir_path, start_offset)
+                with contextlib.suppress(FileNotFoundError):
+                    os.rmdir(self.dir_path)
+        except ResourceShortageError:
+            _log.warning(
+                "could not remove the folder of a refused log",
+                extra={"event": "log_create_undo_failed", "path": self.dir_path},
+            )
 
     @classmethod
     def load(
@@ -214,6 +258,7 @@ class Log:
         *,
         log_dir: str,
         is_future: bool = False,
+        handles: FileHandles | None = None,
         recovery_point: int = 0,
         log_start_offset: int = 0,
         high_watermark: int = 0,
@@ -228,7 +273,9 @@ class Log:
         :class:`InsufficientSpaceError` and leaves the directory online (start-up then drops a
         ``-future`` copy). A failed load closes every descriptor it opened.
         """
-        log = cls(dir_path, tp, config, channel, log_dir=log_dir, is_future=is_future)
+        log = cls(
+            dir_path, tp, config, channel, log_dir=log_dir, is_future=is_future, handles=handles
+        )
         try:
             with log._guard("load log", no_space_ok=no_space_ok):
                 log._load_segments(recovery_point, clean_shutdown)
@@ -261,7 +308,10 @@ class Log:
         recovering = False
         for i, base in enumerate(bases):
             seg = LogSegment(
-                self.dir_path, base, index_interval_bytes=self.config.index_interval_bytes
+                self.dir_path,
+                base,
+                self.handles,
+                index_interval_bytes=self.config.index_interval_bytes,
             )
             nxt = bases[i + 1] if i + 1 < len(bases) else None
             if not recovering and not clean_shutdown and (nxt is None or nxt > recovery_point):
@@ -273,7 +323,7 @@ class Log:
                     # A torn segment cannot be followed by later ones. Delete them newest first
                     # and before cutting this one, so a crash in between redoes the same work.
                     for base in reversed(later):
-                        LogSegment(self.dir_path, base).delete()
+                        LogSegment.delete_files(self.dir_path, base)
 
                 self._append_segment(seg)  # first, so a failed load closes it too
                 cut = seg.recover(self.config.max_message_bytes, drop_later)
@@ -350,6 +400,8 @@ class Log:
 
     def _io_failed(self, e: OSError, what: str) -> StorageError:
         """What the failure guard does, for the hot paths that inline it."""
+        if is_resource_error(e):
+            return resource_shortage(f"{what} {self.tp}", e)
         if self.is_future and e.errno in OUT_OF_SPACE:
             return shortage(self.log_dir, f"{what} {self.tp}", e)
         reason = f"{what} {self.tp}: {os.strerror(e.errno) if e.errno else e}"
@@ -378,11 +430,15 @@ class Log:
 
     def _add_segment(self, base_offset: int) -> LogSegment:
         seg = LogSegment(
-            self.dir_path, base_offset, index_interval_bytes=self.config.index_interval_bytes
+            self.dir_path,
+            base_offset,
+            self.handles,
+            create=True,
+            index_interval_bytes=self.config.index_interval_bytes,
         )
         if seg.size:
             # A leftover file at this base offset (a crash mid-roll): start it afresh.
-            os.ftruncate(seg.fd, 0)
+            seg.cut_file(0)
             seg.size = 0
         seg.next_offset = base_offset
         self._append_segment(seg)
@@ -760,9 +816,7 @@ class Log:
             fds: list[int] = []
             try:
                 for seg in self._segments_to_flush():
-                    seg.index.write_pending()
-                    seg.time_index.write_pending()
-                    fds += [os.dup(seg.fd), os.dup(seg.index.fd), os.dup(seg.time_index.fd)]
+                    fds += seg.open_for_sync()
             except BaseException:
                 for fd in fds:
                     os.close(fd)
@@ -819,7 +873,7 @@ class Log:
                             seg.close()
                     self.closed = True
                     return
-                except KafkaStorageError:
+                except (KafkaStorageError, ResourceShortageError):
                     pass
             self.close_quietly()
 
@@ -860,7 +914,10 @@ class Log:
             for suffix, tmp in staged.items():
                 os.replace(tmp, os.path.join(self.dir_path, segment_file_name(base_offset, suffix)))
             seg = LogSegment(
-                self.dir_path, base_offset, index_interval_bytes=self.config.index_interval_bytes
+                self.dir_path,
+                base_offset,
+                self.handles,
+                index_interval_bytes=self.config.index_interval_bytes,
             )
             seg.load()
             self._append_segment(seg)
@@ -888,8 +945,8 @@ class Log:
                 seg._index_batch(last_offset, size, max_ts, pos)
                 pos += size
             seg.size = pos
-            if os.fstat(seg.fd).st_size > pos:
-                os.ftruncate(seg.fd, pos)
+            if seg.file_size() > pos:
+                seg.cut_file(pos)
             return pos - position
 
     def adopt_replica_state(

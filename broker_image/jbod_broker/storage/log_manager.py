@@ -33,10 +33,12 @@ import shutil
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NoReturn
 
 from .checkpoints import (
     CLEAN_SHUTDOWN_FILE,
@@ -60,7 +62,9 @@ from .errors import (
     KafkaStorageError,
     NoLiveLogDirError,
     ReplicaNotAvailableError,
+    ResourceShortageError,
 )
+from .handles import FileHandles, current_open_file_limit, log_handles_for
 from .log import Log, LogConfig
 from .names import (
     CLEANED_SUFFIX,
@@ -116,6 +120,44 @@ that never arrive cannot grow the broker's memory without end (issue 14). An ent
 forgotten when its replica is created or the request is withdrawn ("any")."""
 _SWAP_LOCK_BACKOFF_S = 0.001
 _SWAP_LOCK_TRY_S = 0.05
+
+
+class _LogMap(dict[TopicPartition, Log]):
+    """Logs by replica, also counted by directory as they come and go.
+
+    Placement asks for every dir's replica count once per new replica: counting by a pass
+    over the map made one LeaderAndIsr of 10,000 new partitions quadratic (issue 14). Only
+    the mutations the manager uses are kept in step (item assignment, ``del``, ``pop``); the
+    others would bypass the count and are refused. Guarded by the manager's lock.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.per_dir: Counter[str] = Counter()
+
+    def __setitem__(self, tp: TopicPartition, lg: Log) -> None:
+        old = self.get(tp)
+        if old is not None:
+            self.per_dir[old.log_dir] -= 1
+        super().__setitem__(tp, lg)
+        self.per_dir[lg.log_dir] += 1
+
+    def __delitem__(self, tp: TopicPartition) -> None:
+        lg = self[tp]
+        super().__delitem__(tp)
+        self.per_dir[lg.log_dir] -= 1
+
+    def pop(self, tp: TopicPartition, default: Log | None = None) -> Log | None:  # type: ignore[override]
+        lg = super().pop(tp, None)
+        if lg is None:
+            return default
+        self.per_dir[lg.log_dir] -= 1
+        return lg
+
+    def _refused(self, *args: object, **kwargs: object) -> NoReturn:
+        raise NotImplementedError("_LogMap keeps per-dir counts: use [], del or pop")
+
+    update = setdefault = popitem = clear = __ior__ = _refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +229,10 @@ class LogManager:
         default_config: LogConfig | None = None,
         channel: LogDirFailureChannel | None = None,
         headroom: Headroom | None = None,
+        handles: FileHandles | None = None,
     ) -> None:
+        """``handles``: the open segment files every log of the broker shares (issue 14); by
+        default sized from the process's open-file limit."""
         specs = [d if isinstance(d, LogDirSpec) else LogDirSpec(d) for d in log_dirs]
         if not specs:
             raise ValueError("log.dirs must name at least one directory")
@@ -204,9 +249,14 @@ class LogManager:
         self.cluster_id = cluster_id
         self.default_config = default_config or LogConfig()
         self.channel = channel or LogDirFailureChannel()
+        self.handles = (
+            handles
+            if handles is not None
+            else FileHandles(log_handles_for(current_open_file_limit()))
+        )
         self._lock = threading.RLock()
-        self._current_logs: dict[TopicPartition, Log] = {}
-        self._future_logs: dict[TopicPartition, Log] = {}
+        self._current_logs = _LogMap()
+        self._future_logs = _LogMap()
         self._offline_replicas: dict[TopicPartition, str] = {}
         self._preferred_dirs: dict[TopicPartition, str] = {}
         self._cordoned: set[str] = set()
@@ -316,6 +366,7 @@ class LogManager:
                     self.channel,
                     log_dir=d,
                     is_future=is_future,
+                    handles=self.handles,
                     recovery_point=recovery.get(tp, 0),
                     log_start_offset=starts.get(tp, 0),
                     high_watermark=hws.get(tp, 0),
@@ -580,6 +631,8 @@ class LogManager:
             ]
 
     def dir_states(self) -> list[DirState]:
+        with self._lock:
+            counts = self._current_logs.per_dir + self._future_logs.per_dir
         out = []
         for d in self.dirs:
             live = not self.channel.is_offline(d)
@@ -590,9 +643,7 @@ class LogManager:
                         usable = self.dir_usage(d)[1]
                 except KafkaStorageError:
                     live = False
-            out.append(
-                DirState(d, live, usable, len(self._logs_in(d)) if live else 0, d in self._cordoned)
-            )
+            out.append(DirState(d, live, usable, counts[d] if live else 0, d in self._cordoned))
         return out
 
     def set_cordoned(self, d: str, cordoned: bool) -> None:
@@ -778,6 +829,7 @@ class LogManager:
                         config or self.default_config,
                         self.channel,
                         log_dir=d,
+                        handles=self.handles,
                     )
                 except KafkaStorageError as e:
                     last_error = e  # that directory just went offline: try the next (KAFKA-8526)
@@ -827,6 +879,7 @@ class LogManager:
                 log_dir=dest,
                 is_future=True,
                 start_offset=src.log_start_offset,
+                handles=self.handles,
             )
             self._future_logs[tp] = lg
             return lg
@@ -1226,12 +1279,16 @@ class LogManager:
 
     # -- periodic work and shutdown -------------------------------------------------------
 
+    # The periodic duties go on past one log's failure: a failed directory's (reported by
+    # the failure channel) or the process's shortage of open files (issue 14: the next round
+    # retries it).
+
     def checkpoint(self, d: str | None = None) -> None:
         """Write the three offset checkpoints of each live directory."""
         for dd in [d] if d else self.live_dirs():
             try:
                 self.write_dir_checkpoints(dd)
-            except KafkaStorageError:
+            except (KafkaStorageError, ResourceShortageError):
                 continue
 
     def flush_all(self) -> None:
@@ -1239,7 +1296,7 @@ class LogManager:
             try:
                 if lg.recovery_point < lg.log_end_offset:
                     lg.flush()
-            except KafkaStorageError:
+            except (KafkaStorageError, ResourceShortageError):
                 continue
 
     def cleanup(self, now: int | None = None) -> int:
@@ -1248,7 +1305,7 @@ class LogManager:
         for lg in list(self._current_logs.values()):
             try:
                 total += lg.delete_old_segments(now)
-            except KafkaStorageError:
+            except (KafkaStorageError, ResourceShortageError):
                 continue
         return total
 
@@ -1259,7 +1316,7 @@ class LogManager:
         for lg in logs:
             try:
                 lg.close()
-            except KafkaStorageError:
+            except (KafkaStorageError, ResourceShortageError):
                 lg.close_quietly()
         for d in self.live_dirs():
             self.checkpoint(d)

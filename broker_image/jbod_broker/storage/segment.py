@@ -1,9 +1,13 @@
 """One segment: a ``.log`` file of record batches plus its ``.index`` and ``.timeindex``.
 
 Not thread-safe: the owning :class:`~jbod_broker.storage.log.Log` holds its lock around every
-mutation. Reads use ``pread`` on the segment's own descriptor, so they never move a file
-position another caller relies on. All ``OSError``s propagate: the log runs segment calls inside
-the directory's failure guard.
+mutation. Reads use ``pread``, so they never move a file position another caller relies on. All
+``OSError``s propagate: the log runs segment calls inside the directory's failure guard.
+
+The ``.log`` descriptor is not the segment's own (issue 14): it comes from the broker's bounded
+:class:`~.handles.FileHandles`, pinned for each call and released after it, so an idle segment
+may have it closed and gets it back (by its current path) on its next use. The indexes open
+their files only when they read or write them.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from .diskio import pwrite_all
 from .errors import CorruptRecordError
+from .handles import FileHandles
 from .index import CorruptIndexError, OffsetIndex, TimeIndex
 from .names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name
 from .records import (
@@ -38,28 +43,32 @@ class LogSegment:
         self,
         dir_path: str,
         base_offset: int,
+        handles: FileHandles,
         *,
+        create: bool = False,
         index_interval_bytes: int = 4096,
         created_ms: int | None = None,
     ) -> None:
+        """Open segment ``base_offset`` of ``dir_path``; ``create`` makes its ``.log`` if it
+        is missing (a new segment), otherwise a missing one is an error."""
         self.dir_path = dir_path
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        # If an open fails, the ones before it are closed: a folder removed after a failed
-        # load must give its space back, which an open descriptor would keep.
-        with contextlib.ExitStack() as undo:
-            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-            undo.callback(os.close, self._fd)
+        self._handles = handles
+        self._log_path = self._path(LOG_SUFFIX)
+        fd = handles.acquire(self, self._log_path, create=create)
+        try:
+            self.size = os.fstat(fd).st_size
+        finally:
+            handles.release(self)
+        try:
             self.index = OffsetIndex(self._path(INDEX_SUFFIX), base_offset)
-            undo.callback(self.index.close, write=False)
             self.time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX), base_offset)
-            undo.callback(self.time_index.close, write=False)
-            self.size = os.fstat(self._fd).st_size
-            undo.pop_all()
-        # Consumers and followers read a segment front to back: ask for the larger readahead
-        # window (a hint only; a filesystem without it reads as before).
-        with contextlib.suppress(OSError, AttributeError):
-            os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        except BaseException:
+            # A folder removed after a failed load must give its space back, which an open
+            # descriptor would keep.
+            handles.close(self)
+            raise
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
@@ -70,10 +79,26 @@ class LogSegment:
 
     @property
     def log_path(self) -> str:
-        return os.path.join(self.dir_path, segment_file_name(self.base_offset, LOG_SUFFIX))
+        return self._log_path
 
     def file_paths(self) -> list[str]:
-        return [self.log_path, self._path(INDEX_SUFFIX), self._path(TIME_INDEX_SUFFIX)]
+        return [self._log_path, self._path(INDEX_SUFFIX), self._path(TIME_INDEX_SUFFIX)]
+
+    @staticmethod
+    def delete_files(dir_path: str, base_offset: int) -> None:
+        """Remove a segment's three files without opening it (a torn log's later segments)."""
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(dir_path, segment_file_name(base_offset, suffix)))
+
+    @contextlib.contextmanager
+    def _file(self) -> Iterator[int]:
+        """The ``.log`` descriptor, pinned for the block (see the module's doc)."""
+        fd = self._handles.acquire(self, self._log_path)
+        try:
+            yield fd
+        finally:
+            self._handles.release(self)
 
     # -- loading --------------------------------------------------------------------------
 
@@ -104,7 +129,7 @@ class LogSegment:
         if first is not None and first[1].max_timestamp >= 0:
             self.created_ms = first[1].max_timestamp
         else:
-            self.created_ms = int(os.fstat(self._fd).st_mtime * 1000)
+            self.created_ms = self.last_modified_ms
 
     def rebuild_indexes(self) -> None:
         self.recover(max_batch_bytes=None)
@@ -118,22 +143,28 @@ class LogSegment:
         that goes backwards is treated as corruption, like a bad CRC. Writes no new bytes: it
         only shortens files (the log's tail, the old indexes), so it works on a full disk.
         """
+        with self._file() as fd:
+            return self._recover(fd, max_batch_bytes, before_cut)
+
+    def _recover(
+        self, fd: int, max_batch_bytes: int | None, before_cut: Callable[[], None] | None
+    ) -> int:
         self.index.reset()
         self.time_index.reset()
         self._bytes_since_index = 0
         self.next_offset = self.base_offset
         self.max_timestamp = -1
-        file_size = os.fstat(self._fd).st_size
+        file_size = os.fstat(fd).st_size
         limit = max_batch_bytes if max_batch_bytes is not None else 2**31 - 1
         pos = 0
         stop = False
         while pos < file_size and not stop:
-            buf = os.pread(self._fd, min(_RECOVERY_CHUNK, file_size - pos), pos)
+            buf = os.pread(fd, min(_RECOVERY_CHUNK, file_size - pos), pos)
             valid_end, headers = first_corrupt_position(buf, max_batch_bytes=limit)
             if valid_end < len(buf):
                 # Either the chunk cut a batch in two, or the data is bad from here on.
                 ok = False
-                big = self._read_whole_batch(pos + valid_end, file_size)
+                big = self._read_whole_batch(fd, pos + valid_end, file_size)
                 if big is not None:
                     v2, h2 = first_corrupt_position(big, max_batch_bytes=limit)
                     if v2 == len(big) and h2:
@@ -150,7 +181,7 @@ class LogSegment:
         if cut:
             if before_cut is not None:
                 before_cut()  # e.g. drop later segments first, so a crash here can redo this
-            os.ftruncate(self._fd, pos)
+            os.ftruncate(fd, pos)
         self.size = pos
         # The rebuilt indexes stay in memory until the next flush (even if the recovery point
         # has passed this segment by then) or close: recovery must need no new space, or a
@@ -159,8 +190,9 @@ class LogSegment:
         self._init_created_ms()
         return cut
 
-    def _read_whole_batch(self, pos: int, file_size: int) -> bytes | None:
-        head = os.pread(self._fd, BATCH_HEADER_SIZE, pos)
+    @staticmethod
+    def _read_whole_batch(fd: int, pos: int, file_size: int) -> bytes | None:
+        head = os.pread(fd, BATCH_HEADER_SIZE, pos)
         if len(head) < BATCH_HEADER_SIZE:
             return None
         try:
@@ -171,7 +203,7 @@ class LogSegment:
             return None
         if pos + hdr.size_in_bytes > file_size:
             return None
-        return os.pread(self._fd, hdr.size_in_bytes, pos)
+        return os.pread(fd, hdr.size_in_bytes, pos)
 
     def _accept_recovered(self, headers: Sequence[BatchHeader], chunk_pos: int) -> int:
         position = chunk_pos
@@ -198,7 +230,13 @@ class LogSegment:
     def append(self, data: bytes | bytearray | memoryview, metas: Sequence[BatchMeta]) -> None:
         """Append validated batches; ``metas`` describe ``data`` batch by batch, in order."""
         position = self.size
-        pwrite_all(self._fd, data, position)
+        # The hot path: the pin written out (a context manager per append costs as much).
+        handles = self._handles
+        fd = handles.acquire(self, self._log_path)
+        try:
+            pwrite_all(fd, data, position)
+        finally:
+            handles.release(self)
         # _index_batch, inlined with locals: this loop runs once per appended batch.
         interval = self.index_interval_bytes
         since = self._bytes_since_index
@@ -226,13 +264,13 @@ class LogSegment:
         end = self.size if end_pos is None else end_pos
         pos = start_pos
         while pos + LOG_OVERHEAD <= end:
-            buf = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos)
+            buf = self._pread(min(_SCAN_CHUNK, end - pos), pos)
             consumed = 0
             for p, hdr in iter_batches(buf):
                 yield pos + p, hdr
                 consumed = p + hdr.size_in_bytes
             if consumed == 0:
-                head = os.pread(self._fd, BATCH_HEADER_SIZE, pos)
+                head = self._pread(BATCH_HEADER_SIZE, pos)
                 if len(head) < BATCH_HEADER_SIZE:
                     return
                 hdr = parse_header(head)
@@ -262,7 +300,7 @@ class LogSegment:
         if max_bytes > 0 and start < self.size:
             # One read from the index entry: usually it names the very batch, and a cold read
             # then costs one I/O of max_bytes instead of a header scan and a second read.
-            buf = os.pread(self._fd, min(max_bytes, self.size - start), start)
+            buf = self._pread(min(max_bytes, self.size - start), start)
             first_pos = -1
             end = 0
             for p, hdr in iter_batches(buf):
@@ -285,7 +323,7 @@ class LogSegment:
         if max_offset is not None and first.last_offset >= max_offset:
             return b""
         want = min(max(max_bytes, first.size_in_bytes if min_one else 0), self.size - pos)
-        buf = os.pread(self._fd, want, pos)
+        buf = self._pread(want, pos)
         end = 0
         for p, hdr in iter_batches(buf):
             if max_offset is not None and hdr.last_offset >= max_offset:
@@ -294,11 +332,42 @@ class LogSegment:
         return buf if end == len(buf) else buf[:end]
 
     def read_bytes(self, position: int, length: int) -> bytes:
-        return os.pread(self._fd, length, position)
+        return self._pread(length, position)
 
-    @property
-    def fd(self) -> int:
-        return self._fd
+    def _pread(self, length: int, position: int) -> bytes:
+        # Pinned for one read at a time: a scan's caller may stop between its reads (a
+        # generator left unfinished) and must not keep the handle from being closed.
+        fd = self._handles.acquire(self, self._log_path)
+        try:
+            return os.pread(fd, length, position)
+        finally:
+            self._handles.release(self)
+
+    def file_size(self) -> int:
+        """The ``.log`` file's size on disk (``size`` is what the segment holds)."""
+        with self._file() as fd:
+            return os.fstat(fd).st_size
+
+    def cut_file(self, length: int) -> None:
+        """Cut the ``.log`` file to ``length`` bytes (callers set ``size`` and the indexes)."""
+        with self._file() as fd:
+            os.ftruncate(fd, length)
+
+    def open_for_sync(self) -> list[int]:
+        """Descriptors of the three files, index entries written first, to fsync outside the
+        log's lock (so appends go on meanwhile); the caller closes them. Duplicates and fresh
+        opens: closing a handle meanwhile (retention, a move, the budget) cannot break them."""
+        fds: list[int] = []
+        try:
+            with self._file() as fd:
+                fds.append(os.dup(fd))
+            fds.append(self.index.open_for_sync())
+            fds.append(self.time_index.open_for_sync())
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
 
     # -- truncation, lifecycle ------------------------------------------------------------
 
@@ -309,7 +378,7 @@ class LogSegment:
             return 0
         pos, hdr = found
         removed = self.size - pos
-        os.ftruncate(self._fd, pos)
+        self.cut_file(pos)
         self.size = pos
         self.index.truncate_to_position(pos)
         self.time_index.truncate_to_offset(hdr.base_offset)
@@ -327,8 +396,10 @@ class LogSegment:
         return removed
 
     def set_dir(self, dir_path: str) -> None:
-        """The replica folder was renamed; descriptors stay valid, paths change."""
+        """The replica folder was renamed; an open descriptor stays valid, a closed one is
+        reopened by the new path."""
         self.dir_path = dir_path
+        self._log_path = self._path(LOG_SUFFIX)
         self.index.path = self._path(INDEX_SUFFIX)
         self.time_index.path = self._path(TIME_INDEX_SUFFIX)
 
@@ -338,19 +409,20 @@ class LogSegment:
         return self.index.pending or self.time_index.pending
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        with self._file() as fd:
+            os.fsync(fd)
         self.index.flush()
         self.time_index.flush()
 
     def close(self, *, write: bool = True) -> None:
-        """Release the descriptors; ``write=False`` drops unwritten index entries (a failed
-        disk must not be written to, and an index is rebuilt by recovery anyway)."""
-        if self._fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = -1
-        self.index.close(write=write)
-        self.time_index.close(write=write)
+        """Write what the indexes hold in memory and release the descriptor; ``write=False``
+        drops unwritten index entries (a failed disk must not be written to, and an index is
+        rebuilt by recovery anyway)."""
+        try:
+            self.index.close(write=write)
+            self.time_index.close(write=write)
+        finally:
+            self._handles.close(self)
 
     def delete(self) -> None:
         self.close(write=False)
