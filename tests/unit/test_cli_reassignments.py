@@ -297,6 +297,30 @@ def test_describe_all_and_brokers_that_do_not_answer() -> None:
     doc = describe_document(DESCRIBED, parts, brokers, all_partitions=True)
     assert [p["partition"] for p in doc["partitions"]] == [0, 2]
     assert doc["partitions"][1]["state"] == "Done"  # at its target, not listed by the operator
+    # Without the operator's detail, the state comes from the record.
+    bare = {**DESCRIBED, "status": {**DESCRIBED["status"], "partitions": []}}
+    states = {
+        (p["topic"], p["partition"]): p["state"]
+        for p in describe_document(
+            pr(
+                "x",
+                [
+                    *bare["spec"]["partitions"],
+                    {"topic": "foo", "partition": 1, "replicas": [4, 5, 3]},
+                    {"topic": "baz", "partition": 0, "replicas": [3, 2]},
+                ],
+            ),
+            parts,
+            brokers,
+            all_partitions=True,
+        )["partitions"]
+    }
+    assert states == {
+        FOO0: "Adding",
+        ("foo", 1): "Removing",
+        ("foo", 2): "Done",
+        ("baz", 0): "Unknown",  # in no Topic status
+    }
     b4 = doc["partitions"][0]["brokers"][2]
     assert b4 == {
         "broker": 4,

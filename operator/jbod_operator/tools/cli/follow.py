@@ -4,7 +4,7 @@ wait|apply`` and ``reassignments wait|apply --wait``.
 What differs per kind (which phases end it, the bar, the summary, the exit codes) is a
 :class:`Watched`; the loop, the tolerance of a busy API server and the timeout are here once.
 A phase counts as the end only once the operator has seen the spec as applied
-(``status.observedGeneration`` ≥ ``metadata.generation``): a resource applied again with, say,
+(``status.observedGeneration`` >= ``metadata.generation``): a resource applied again with, say,
 ``rollback: true`` still shows its old ``Succeeded`` until the operator's next pass, and that
 stale phase is not the outcome.
 """

@@ -375,12 +375,15 @@ def describe_document(
 
 def _state(v: PartView | None, target: Sequence[int], detail: Mapping[str, Any] | None) -> str:
     """The partition's state: the operator's word for it when it lists the partition, else
-    what the state of record shows (at its target: Done; otherwise not started: Pending)."""
+    what the state of record shows (a step adding or removing replicas: Adding or Removing;
+    at its target: Done; otherwise not started: Pending)."""
     if detail is not None and detail.get("state"):
         return str(detail["state"])
     if v is None:
         return "Unknown"
-    if not in_flight(v) and list(v.replicas) == list(target):
+    if in_flight(v):
+        return (PartitionPhase.ADDING if v.adding else PartitionPhase.REMOVING).value
+    if list(v.replicas) == list(target):
         return PartitionPhase.DONE.value
     return PartitionPhase.PENDING.value
 
