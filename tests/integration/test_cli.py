@@ -27,6 +27,7 @@ import yaml
 from jbod_broker import wire
 from jbod_broker.local import LocalCluster
 from jbod_broker.storage.records import build_batch
+from jbod_operator.models.reassignment import MAX_PARTITIONS, MAX_REPLICAS
 from tests.integration.controller_stub import ControllerStub
 from tests.kube_cluster import KubeCluster
 
@@ -996,3 +997,43 @@ def test_reassignments_apply_wait_follows_to_the_outcome(kube: KubeEnv, tmp_path
     p = kube.ctl("reassignments", "wait", name, "--timeout", "1")
     assert p.returncode == 5
     assert f"PartitionReassignment {name}: timed out after 1 s in phase Running at 40%" in p.stderr
+
+
+def test_reassignments_apply_takes_a_reassignment_at_the_schemas_largest(
+    kube: KubeEnv, tmp_path: Path
+) -> None:
+    """A PartitionReassignment with every partition the schema allows, each with long names,
+    the most replicas and a dir path per replica, is applied (server-side): a client-side
+    apply would copy it into its last-applied annotation, over the 256 KiB annotation limit."""
+    spec: dict[str, Any] = {
+        "clusterName": "kip",
+        "partitions": [
+            {
+                "topic": "t" * 249,
+                "partition": i,
+                "replicas": list(range(MAX_REPLICAS)),
+                "logDirs": ["/" + "p" * 63] * MAX_REPLICAS,
+            }
+            for i in range(MAX_PARTITIONS)
+        ],
+    }
+    body: dict[str, Any] = {
+        "apiVersion": "jbod.io/v1alpha1",
+        "kind": "PartitionReassignment",
+        "metadata": {"name": "largest"},
+        "spec": spec,
+    }
+    manifest = tmp_path / "largest.json"
+    manifest.write_text(json.dumps(body))
+    assert manifest.stat().st_size > 256 * 1024
+    p = kube.ctl("reassignments", "apply", str(manifest))
+    assert p.returncode == 0, p.stderr[:2000]
+    got = json.loads(kube.kubectl("get", "partitionreassignment", "largest", "-o", "json"))
+    assert len(got["spec"]["partitions"]) == MAX_PARTITIONS
+    # Applied again with a change (the same field manager): merged, not refused.
+    body["spec"]["pause"] = True
+    manifest.write_text(json.dumps(body))
+    p = kube.ctl("reassignments", "apply", str(manifest))
+    assert p.returncode == 0, p.stderr[:2000]
+    got = json.loads(kube.kubectl("get", "partitionreassignment", "largest", "-o", "json"))
+    assert got["spec"]["pause"] is True and got["metadata"]["generation"] == 2

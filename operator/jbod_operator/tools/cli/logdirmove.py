@@ -79,10 +79,21 @@ def wait_for_move(
     )
 
 
-def apply_text(kubectl: Kubectl, text: str) -> list[dict[str, str]]:
+FIELD_MANAGER = "jbod-ctl"
+
+
+def apply_text(kubectl: Kubectl, text: str, *, server_side: bool = False) -> list[dict[str, str]]:
     """kubectl apply of manifests (YAML or JSON); returns kind/name/namespace of every object
-    applied."""
-    out = kubectl.run("apply", "-f", "-", "-o", "json", input=text)
+    applied.
+
+    ``server_side``: the API server merges (as field manager ``jbod-ctl``, the file winning
+    any conflict as a client-side apply's would). A client-side apply keeps a second copy of
+    the object in its last-applied annotation, and annotations are limited to 256 KiB: a
+    PartitionReassignment of a few hundred partitions with long names is over it."""
+    args = ["apply", "-f", "-", "-o", "json"]
+    if server_side:
+        args += ["--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}"]
+    out = kubectl.run(*args, input=text)
     try:
         data = json.loads(out)
     except ValueError:

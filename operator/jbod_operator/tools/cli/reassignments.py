@@ -247,7 +247,8 @@ def cmd_apply(ns: argparse.Namespace) -> int:
     (YAML or JSON), or of a kafka-reassign-partitions JSON file turned into manifests the way
     ``reassignment to-manifests`` does (``--cluster`` needed). With --wait, every
     PartitionReassignment and LogDirMove applied is followed in turn under one deadline; the
-    exit code is the first that did not succeed (0 when all did)."""
+    exit code is the first that did not succeed (0 when all did). Applied server-side, so a
+    resource at the schema's largest is accepted (see :func:`.logdirmove.apply_text`)."""
     kubectl = kubectl_from_args(ns)
     label = "stdin" if ns.file == "-" else ns.file
     text = read_text(ns.file, "manifest file")
@@ -275,7 +276,7 @@ def cmd_apply(ns: argparse.Namespace) -> int:
         text = manifests_yaml(res.manifests)
     elif ns.name or ns.throttle is not None:
         raise CliError("--name and --throttle apply to a kafka-reassign-partitions file only")
-    applied = logdirmove.apply_text(kubectl, text)
+    applied = logdirmove.apply_text(kubectl, text, server_side=True)
     for o in applied:
         print(f"applied {o['kind']} {o['name']}", file=sys.stderr)
     result: dict[str, Any] = {"applied": applied}
