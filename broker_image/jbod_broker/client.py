@@ -204,6 +204,11 @@ class BrokerClient:
     async def set_configs(self, cfg: wire.ThrottleConfig) -> wire.ThrottleConfig:
         return await self._json(ADMIN + "/configs", cfg, wire.ThrottleConfig)
 
+    async def get_configs(self) -> wire.ThrottleConfig:
+        """The throttles in force (rates and throttled replicas), changing nothing."""
+        _, data, _ = await self._request("GET", ADMIN + "/configs")
+        return wire.ThrottleConfig.model_validate_json(data)
+
     async def cordon_log_dir(self, log_dir: str, cordoned: bool) -> None:
         await self._request(
             "POST",

@@ -25,7 +25,7 @@ from .errors import (
 from .replica_manager import ReplicaManager
 from .storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from .storage.names import TopicPartition
-from .throttle import AsyncThrottle
+from .throttle import AsyncThrottle, ReplicationTraffic
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +220,8 @@ class FetcherManager:
         self._clients: dict[str, BrokerClient] = {}
         self.throttle = AsyncThrottle(replicas.config.follower_replication_throttled_rate)
         self.throttled_replicas: set[TopicPartition] = set()
+        self.traffic = ReplicationTraffic()
+        """The follower side of the reassignment and throttled byte counts (metrics)."""
         replicas.on_become_follower = self.add
         replicas.on_stop_following = self.remove
 
@@ -256,6 +258,10 @@ class FetcherManager:
             if TopicPartition(h.topic, h.partition) in self.throttled_replicas
         )
         if throttled:
+            # The follower-throttled replicas are the new replicas of a reassignment (the
+            # controller lists them on their brokers): their bytes are reassignment traffic.
+            self.traffic.follower_throttled_bytes += throttled
+            self.traffic.reassignment_bytes_in += throttled
             await self.throttle.acquire(throttled)
 
     async def close(self) -> None:

@@ -1,7 +1,9 @@
 """Prometheus metrics of one broker, on a registry of its own (tests run several in a process).
 
 Names follow Kafka's JMX beans where one exists (OfflineLogDirectoryCount, OfflineReplicaCount,
-UnderReplicatedPartitions, IsrShrinks/IsrExpands, BytesIn/BytesOut) in Prometheus style.
+UnderReplicatedPartitions, IsrShrinks/IsrExpands, BytesIn/BytesOut, ReassignmentBytesIn/Out and
+the replication quotas' byte-rate) in Prometheus style: Kafka's PerSec meters are ``_total``
+counters here, ``rate()`` gives the per-second figure.
 Gauges are read at scrape time from the live objects, so they cannot drift.
 """
 
@@ -74,6 +76,41 @@ class BrokerMetrics:
             "jbod_produce_requests_appended_total",
             "Produce requests appended (divide by writes for the mean group size)",
             lambda: rm.append_requests,
+        )
+        traffic = broker.fetchers.traffic
+        counter_fn(
+            "jbod_reassignment_bytes_in_total",
+            "ReassignmentBytesInPerSec: bytes fetched for this broker's new replicas of a "
+            "reassignment (its follower-throttled replicas)",
+            lambda: traffic.reassignment_bytes_in,
+        )
+        counter_fn(
+            "jbod_reassignment_bytes_out_total",
+            "ReassignmentBytesOutPerSec: bytes served to new replicas of a reassignment "
+            "(leader-throttled partitions, followers outside the ISR)",
+            lambda: traffic.reassignment_bytes_out,
+        )
+        counter_fn(
+            "jbod_leader_replication_throttled_bytes_total",
+            "LeaderReplication byte-rate: bytes served for leader-throttled replicas, "
+            "counted against leader.replication.throttled.rate",
+            lambda: traffic.leader_throttled_bytes,
+        )
+        counter_fn(
+            "jbod_follower_replication_throttled_bytes_total",
+            "FollowerReplication byte-rate: bytes fetched for follower-throttled replicas, "
+            "counted against follower.replication.throttled.rate",
+            lambda: traffic.follower_throttled_bytes,
+        )
+        gauge(
+            "jbod_leader_replication_throttled_rate_bytes",
+            "leader.replication.throttled.rate (bytes/s; 0: unlimited)",
+            lambda: broker.leader_throttle.rate,
+        )
+        gauge(
+            "jbod_follower_replication_throttled_rate_bytes",
+            "follower.replication.throttled.rate (bytes/s; 0: unlimited)",
+            lambda: broker.fetchers.throttle.rate,
         )
         counter_fn("jbod_isr_shrinks_total", "ISR shrinks", lambda: rm.isr_shrinks)
         counter_fn("jbod_isr_expands_total", "ISR expands", lambda: rm.isr_expands)

@@ -670,11 +670,11 @@ async def replica_fetch(request: web.Request) -> web.Response:
         total = 0
         for fp in req.partitions:
             tp = TopicPartition(fp.topic, fp.partition)
-            throttled = (
-                tp in b.leader_throttle_replicas
-                and b.leader_throttle.exceeded()
-                and not _in_isr(b, tp, req.replica_id)
-            )
+            # A follower outside the ISR of a leader-throttled partition is a new replica of a
+            # reassignment catching up: throttled (Kafka never throttles in-sync followers)
+            # and counted as reassignment traffic.
+            moving = tp in b.leader_throttle_replicas and not _in_isr(b, tp, req.replica_id)
+            throttled = moving and b.leader_throttle.exceeded()
             try:
                 hdr, data = b.replicas.fetch_for_follower(req.replica_id, fp, throttled)
             except KafkaError as e:
@@ -690,6 +690,9 @@ async def replica_fetch(request: web.Request) -> web.Response:
                 data = b""
             if tp in b.leader_throttle_replicas and data:
                 b.leader_throttle.record(len(data))
+                b.fetchers.traffic.leader_throttled_bytes += len(data)
+                if moving:
+                    b.fetchers.traffic.reassignment_bytes_out += len(data)
             parts.append((hdr, data))
             total += len(data)
             if total >= req.max_bytes:

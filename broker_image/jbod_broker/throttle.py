@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 
 
 class AsyncThrottle:
@@ -45,3 +46,28 @@ class AsyncThrottle:
         self.record(nbytes)
         if self._tokens < 0:
             await asyncio.sleep(-self._tokens / self.rate)
+
+
+@dataclass
+class ReplicationTraffic:
+    """Byte totals of the replication that reassignments cause, as Kafka's brokers count it.
+
+    Kafka's ``BrokerTopicMetrics`` ReassignmentBytesInPerSec/ReassignmentBytesOutPerSec count
+    the fetches of replicas a reassignment adds; its ``LeaderReplication`` and
+    ``FollowerReplication`` quota ``byte-rate`` count the bytes of throttled replicas. Here the
+    controller names a reassignment's moving partitions only through the throttled-replica
+    lists (leader side: the partitions it leads that move; follower side: the new replicas it
+    hosts), so those lists decide what is reassignment traffic:
+
+    - out (leader): bytes served for a leader-throttled partition to a follower not in its
+      ISR (a new replica catching up; in-sync followers replicate new writes as usual);
+    - in (follower): bytes fetched for a follower-throttled partition.
+
+    Totals (Prometheus counters: ``rate()`` gives Kafka's PerSec); only the event loop writes
+    them.
+    """
+
+    reassignment_bytes_in: int = 0
+    reassignment_bytes_out: int = 0
+    leader_throttled_bytes: int = 0
+    follower_throttled_bytes: int = 0

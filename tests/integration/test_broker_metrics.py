@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import urllib.request
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
+from jbod_broker import wire
 from jbod_broker.client import BrokerClient
 from jbod_broker.local import LocalCluster, lead_alone
 from jbod_broker.storage.records import build_batch
+from tests.integration.controller_stub import ControllerStub
 
 pytestmark = pytest.mark.integration
 
@@ -62,3 +66,112 @@ def test_metrics_and_json_logs(tmp_path: Path) -> None:
     assert {"ts", "level", "logger", "msg"} <= set(events[0])
     assert any(e.get("event") == "broker_started" for e in events)
     assert any(e.get("event") == "broker_stopped" for e in events)
+
+
+def scrape(url: str) -> dict[str, float]:
+    """The unlabelled samples of a broker's /metrics."""
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return {
+        line.split()[0]: float(line.split()[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#") and "{" not in line.split()[0]
+    }
+
+
+REASSIGNMENT_METRICS = (
+    "jbod_reassignment_bytes_in_total",
+    "jbod_reassignment_bytes_out_total",
+    "jbod_leader_replication_throttled_bytes_total",
+    "jbod_follower_replication_throttled_bytes_total",
+)
+
+
+async def _until(cond: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await cond():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout_s}s: {what}")
+        await asyncio.sleep(0.05)
+
+
+def test_reassignment_traffic_is_counted_apart(tmp_path: Path) -> None:
+    """Kafka's ReassignmentBytesIn/OutPerSec and the throttled byte counts, on two broker
+    processes: a partition gaining a replica on broker 1 with the throttled-replica lists set as
+    the operator sets them (leader side on its leader, follower side on the new replica's
+    broker) counts every byte the new replica copies, on both sides, while a partition
+    replicated as usual to the same broker counts in none of them."""
+    ctl = ControllerStub()
+    cl = LocalCluster(
+        str(tmp_path),
+        size=2,
+        num_dirs=1,
+        controller_url=ctl.url,
+        settings={"replica.fetch.wait.max.ms": "100"},
+    )
+    ctl.cluster = cl
+    batch = build_batch([(None, b"r" * 1000)] * 20)
+
+    async def scenario() -> None:
+        await ctl.start()
+        try:
+            await asyncio.to_thread(cl.start)
+            (moving,) = await ctl.create_topic("moving", 1, rf=1)
+            await ctl.create_topic("steady", 1, rf=2)
+            leader = ctl.client(0)
+            for _ in range(6):
+                await leader.produce("moving", 0, batch, acks=1)
+                await leader.produce("steady", 0, batch, acks=-1)
+            before = [scrape(b.url) for b in cl.brokers]
+            for m in before:
+                for name in REASSIGNMENT_METRICS:
+                    assert m[name] == 0, name  # ordinary replication of "steady" is not counted
+            ref = [wire.ReplicaRef(topic="moving", partition=0)]
+            rate = 64 << 20  # a throttle that does not slow this small copy down
+            await leader.set_configs(
+                wire.ThrottleConfig(
+                    leader_replication_throttled_rate=rate,
+                    leader_replication_throttled_replicas=ref,
+                )
+            )
+            await ctl.client(1).set_configs(
+                wire.ThrottleConfig(
+                    follower_replication_throttled_rate=rate,
+                    follower_replication_throttled_replicas=ref,
+                )
+            )
+            # The reassignment's step: broker 1 added as a new replica, outside the ISR.
+            st = ctl.state[moving]
+            st.replicas = [0, 1]
+            await ctl.send_leader_and_isr([moving], [0, 1])
+            await ctl.update_metadata()
+
+            async def joined() -> bool:
+                return ctl.state[moving].isr == [0, 1]
+
+            await _until(joined, "broker 1's new replica of moving-0 joined the ISR")
+            after = [scrape(b.url) for b in cl.brokers]
+            copied = 6 * len(batch)
+            assert after[0]["jbod_reassignment_bytes_out_total"] == copied
+            assert after[0]["jbod_leader_replication_throttled_bytes_total"] == copied
+            assert after[1]["jbod_reassignment_bytes_in_total"] == copied
+            assert after[1]["jbod_follower_replication_throttled_bytes_total"] == copied
+            # Each side counts only its own direction.
+            assert after[0]["jbod_reassignment_bytes_in_total"] == 0
+            assert after[1]["jbod_reassignment_bytes_out_total"] == 0
+            assert after[0]["jbod_leader_replication_throttled_rate_bytes"] == rate
+            assert after[1]["jbod_follower_replication_throttled_rate_bytes"] == rate
+            # The broker's total still holds both partitions' replication.
+            assert after[0]["jbod_bytes_out_total"] >= copied + 6 * len(batch)
+
+            # An in-sync follower of a throttled partition is ordinary replication: the leader
+            # counts its bytes against the throttle (as Kafka does) but not as reassignment.
+            await leader.produce("moving", 0, batch, acks=-1)
+            last = scrape(cl[0].url)
+            assert last["jbod_reassignment_bytes_out_total"] == copied
+            assert last["jbod_leader_replication_throttled_bytes_total"] == copied + len(batch)
+        finally:
+            await asyncio.to_thread(cl.stop)
+            await ctl.stop()
+
+    asyncio.run(scenario())

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ import yaml
 from jbod_broker import wire
 from jbod_broker.local import LocalCluster
 from jbod_broker.storage.records import build_batch
+from jbod_operator.models.reassignment import MAX_PARTITIONS, MAX_REPLICAS
 from tests.integration.controller_stub import ControllerStub
 from tests.kube_cluster import KubeCluster
 
@@ -545,3 +546,494 @@ def test_describe_cluster_reads_status_and_secret(kube: KubeEnv, tmp_path: Path)
             await ctl.stop()
 
     asyncio.run(scenario())
+
+
+# ---------------------------------------------------------------------------------------------
+# reassignments list|describe|verify on broker processes, apply --wait on the API server
+# ---------------------------------------------------------------------------------------------
+
+
+def reassignment(name: str, partitions: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "jbod.io/v1alpha1",
+        "kind": "PartitionReassignment",
+        "metadata": {"name": name},
+        "spec": {"clusterName": "kip", "partitions": partitions},
+    }
+
+
+def test_reassignments_list_describe_verify_on_real_brokers(kube: KubeEnv, tmp_path: Path) -> None:
+    """A step of a reassignment taken by hand as the operator takes it (the named dir
+    preferred on the new replica's broker, the throttle on both ends, the state of record
+    written, LeaderAndIsr), read back through jbod-ctl: --list's lines from the Topic status,
+    KIP-240's description with the log end offsets the brokers report, and --verify failing
+    until the new replica is in sync in its named dir, then passing."""
+    broker_cluster(kube)
+    rate = 64 * 1024
+
+    async def scenario() -> None:
+        ctl = ControllerStub()
+        await ctl.start()
+        cl = LocalCluster(
+            str(tmp_path / "brokers"),
+            size=2,
+            num_dirs=2,
+            dir_names=["a", "b"],
+            controller_url=ctl.url,
+            settings={"replica.fetch.wait.max.ms": "100"},
+        )
+        ctl.cluster = cl
+
+        async def ctl_run(*args: str) -> subprocess.CompletedProcess[str]:
+            return await asyncio.to_thread(kube.ctl, "reassignments", *args)
+
+        try:
+            await asyncio.to_thread(cl.start)
+            (tp,) = await ctl.create_topic("orders", 1, rf=1)
+            leader = ctl.client(0)
+            batch = build_batch([(None, b"o" * 1000)] * 50)
+            for _ in range(80):  # 4 MB: a minute at the throttle
+                await leader.produce("orders", 0, batch, acks=1)
+            kube.apply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": "kip-broker-token"},
+                    "data": {"token": base64.b64encode(cl.token.encode()).decode()},
+                }
+            )
+            kube.patch_status(
+                "brokercluster",
+                "kip",
+                {"brokers": [{"id": b.broker_id, "live": True, "url": b.url} for b in cl.brokers]},
+            )
+            src = next(
+                d.path
+                for d in (await leader.describe_log_dirs(["orders"])).log_dirs
+                if d.partitions
+            )
+            dst_b = cl[1].log_dirs[1]  # broker 1's data-b
+            kube.apply(
+                {
+                    "apiVersion": "jbod.io/v1alpha1",
+                    "kind": "Topic",
+                    "metadata": {"name": "orders"},
+                    "spec": {"clusterName": "kip", "partitions": 1, "replicationFactor": 1},
+                }
+            )
+
+            def record(**extra: Any) -> None:
+                st = ctl.state[tp]
+                dirs = {0: src, 1: dst_b}
+                entry = {
+                    "partition": 0,
+                    "replicas": [{"brokerId": b, "logDir": dirs[b]} for b in st.replicas],
+                    "leader": st.leader,
+                    "leaderEpoch": st.leader_epoch,
+                    "isr": list(st.isr),
+                    "partitionEpoch": st.partition_epoch,
+                    "addingReplicas": [],
+                    "removingReplicas": [],
+                    "targetReplicas": [],
+                    **extra,
+                }
+                kube.patch_status("topic", "orders", {"topicName": "orders", "partitions": [entry]})
+
+            record()
+            kube.apply(
+                reassignment(
+                    "grow",
+                    [
+                        {
+                            "topic": "orders",
+                            "partition": 0,
+                            "replicas": [0, 1],
+                            "logDirs": ["any", "b"],
+                        }
+                    ],
+                )
+            )
+
+            # Nothing started: not at its target, and no replica on broker 1 yet.
+            p = await ctl_run("verify", "grow")
+            assert p.returncode == 1, p.stderr
+            assert p.stdout.splitlines() == [
+                "Status of partition reassignment:",
+                "There is no active reassignment of partition orders-0, but replica set is 0 "
+                "rather than 0,1.",
+                "Partition orders-0 cannot be found in any live log directory on broker 1.",
+                "PartitionReassignment grow: 2 not at their target yet.",
+            ]
+            p = await ctl_run("list", "--cluster", "kip")
+            assert p.returncode == 0, p.stderr
+            assert p.stdout.splitlines() == [
+                "No partition reassignments found.",
+                "",
+                "PartitionReassignment grow (cluster kip): not accepted yet, no batch yet",
+                "  no partition in flight",
+            ]
+
+            # The step: broker 1 added in its named dir, throttled at both ends; the state of
+            # record first, then the brokers.
+            await ctl.client(1).alter_replica_log_dirs([("orders", 0, dst_b)])
+            ref = [wire.ReplicaRef(topic="orders", partition=0)]
+            await leader.set_configs(
+                wire.ThrottleConfig(
+                    leader_replication_throttled_rate=rate,
+                    leader_replication_throttled_replicas=ref,
+                )
+            )
+            await ctl.client(1).set_configs(
+                wire.ThrottleConfig(
+                    follower_replication_throttled_rate=rate,
+                    follower_replication_throttled_replicas=ref,
+                )
+            )
+            ctl.state[tp].replicas = [0, 1]
+            record(addingReplicas=[1], targetReplicas=[0, 1], reassignedBy="grow")
+            kube.patch_status(
+                "partitionreassignment",
+                "grow",
+                {
+                    "phase": "Running",
+                    "observedGeneration": 1,
+                    "startTime": "2026-01-01T00:00:00Z",
+                    "batch": 1,
+                    "currentBatch": [
+                        {
+                            "topic": "orders",
+                            "partition": 0,
+                            "currentBrokers": [0],
+                            "targetBrokers": [0, 1],
+                        }
+                    ],
+                    "original": [{"topic": "orders", "partition": 0, "replicas": [0]}],
+                    "counts": {"Adding": 1},
+                },
+            )
+            await ctl.send_leader_and_isr([tp], [0, 1])
+            await ctl.update_metadata()
+
+            p = await ctl_run("list")
+            assert p.returncode == 0, p.stderr
+            assert p.stdout.splitlines() == [
+                "Current partition reassignments:",
+                "orders-0: replicas: 0,1. adding: 1.",
+                "",
+                "PartitionReassignment grow (cluster kip): Running, batch 1",
+                "  orders-0: current brokers: 0. target brokers: 0,1.",
+            ]
+            p = await ctl_run("list", "--json")
+            assert json.loads(p.stdout)["partitions"] == [
+                {
+                    "clusterName": "kip",
+                    "topic": "orders",
+                    "partition": 0,
+                    "replicas": [0, 1],
+                    "addingReplicas": [1],
+                    "removingReplicas": [],
+                    "targetReplicas": [0, 1],
+                    "reassignedBy": "grow",
+                }
+            ]
+
+            p = await ctl_run("describe", "grow", "--json")
+            assert p.returncode == 0, p.stderr
+            (d,) = json.loads(p.stdout)["partitions"]
+            assert d["currentLeader"] == 0 and d["leaderThrottle"] == rate
+            assert d["newAssignedBrokers"] == [0, 1]
+            assert d["newAssignedThrottles"] == {"0": None, "1": rate}
+            b0, b1 = d["brokers"]
+            assert (b0["broker"], b0["new"], b0["logDir"], b0["lag"]) == (0, False, src, 0)
+            assert b0["logEndOffset"] == 80 * 50  # every record produced
+            # The new replica, in its named dir, behind the leader by what it still has to
+            # copy at 64 KiB/s (4 MB: it cannot have caught up yet).
+            assert (b1["broker"], b1["new"], b1["logDir"]) == (1, True, dst_b)
+            assert b1["lag"] == b0["logEndOffset"] - b1["logEndOffset"] > 0
+            p = await ctl_run("describe", "grow")
+            assert p.returncode == 0, p.stderr
+            # The state from the record (the status lists no detail here): a step adding.
+            assert "\norders-0: Adding\n" in p.stdout
+            assert "  new assigned brokers: 0,1. throttles: 0: none, 1: 64.0 KiB/s." in p.stdout
+            assert "  broker 1 (new): log end offset " in p.stdout
+
+            p = await ctl_run("verify", "grow")
+            assert p.returncode == 1
+            assert p.stdout.splitlines() == [
+                "Status of partition reassignment:",
+                "Reassignment of partition orders-0 is still in progress.",
+                "Reassignment of replica orders-0-1 completed successfully.",
+                "Throttle still set on broker 0: leader.replication.throttled.replicas names "
+                "orders-0 (leader.replication.throttled.rate 64.0 KiB/s).",
+                "Throttle still set on broker 1: follower.replication.throttled.replicas names "
+                "orders-0 (follower.replication.throttled.rate 64.0 KiB/s).",
+                "PartitionReassignment grow: 1 not at their target yet.",
+            ]
+
+            # The end of the step: throttles lifted, broker 1 in sync, the state of record.
+            for b in (0, 1):
+                await ctl.client(b).set_configs(
+                    wire.ThrottleConfig(
+                        leader_replication_throttled_rate=0,
+                        follower_replication_throttled_rate=0,
+                        leader_replication_throttled_replicas=[],
+                        follower_replication_throttled_replicas=[],
+                    )
+                )
+            deadline = time.monotonic() + 60
+            while ctl.state[tp].isr != [0, 1]:
+                assert time.monotonic() < deadline, "broker 1 did not join the ISR"
+                await asyncio.sleep(0.05)
+            record()
+            kube.patch_status(
+                "partitionreassignment",
+                "grow",
+                {"phase": "Succeeded", "currentBatch": [], "counts": {"Done": 1}},
+            )
+            p = await ctl_run("verify", "grow")
+            assert p.returncode == 0, p.stdout + p.stderr
+            assert p.stdout.splitlines() == [
+                "Status of partition reassignment:",
+                "Reassignment of partition orders-0 is completed.",
+                "Reassignment of replica orders-0-1 completed successfully.",
+                "PartitionReassignment grow: every partition is at its target.",
+            ]
+            p = await ctl_run("list")
+            assert p.stdout.splitlines() == ["No partition reassignments found."]
+
+            # A named dir the replica is not in fails verify, in Kafka's words.
+            other = "b" if src.endswith("data-a") else "a"
+            kube.apply(
+                reassignment(
+                    "elsewhere",
+                    [
+                        {
+                            "topic": "orders",
+                            "partition": 0,
+                            "replicas": [0, 1],
+                            "logDirs": [other, "b"],
+                        }
+                    ],
+                )
+            )
+            p = await ctl_run("verify", "elsewhere", "--json")
+            assert p.returncode == 1
+            doc = json.loads(p.stdout)
+            assert doc["complete"] is False
+            assert [r["message"] for r in doc["replicas"]] == [
+                f"Partition orders-0 on broker 0 is not being moved from log dir {src} to {other}.",
+                "Reassignment of replica orders-0-1 completed successfully.",
+            ]
+            p = await ctl_run("verify", "nope")
+            assert p.returncode == 1
+            assert f"PartitionReassignment nope not found in namespace {kube.ns}" in p.stderr
+        finally:
+            await asyncio.to_thread(cl.stop)
+            await ctl.stop()
+
+    asyncio.run(scenario())
+
+
+def follow_ctl(
+    kube: KubeEnv, args: list[str], react: list[tuple[str, Callable[[], None]]]
+) -> tuple[int, str, str]:
+    """Run jbod-ctl and, each time its stderr shows the next awaited text, do what the
+    operator would do then: the test moves on conditions, not on sleeps."""
+    assert kube.kc.kubeconfig is not None and kube.kc.workdir is not None
+    env = dict(os.environ, KUBECACHEDIR=str(kube.kc.workdir / "kubectl-cache"))
+    cmd = (
+        [str(JBOD_CTL)] if JBOD_CTL.exists() else [sys.executable, "-m", "jbod_operator.tools.cli"]
+    )
+    pending = list(react)
+    err = []
+    with subprocess.Popen(
+        [
+            *cmd,
+            *args,
+            "-n",
+            kube.ns,
+            "--kubeconfig",
+            str(kube.kc.kubeconfig),
+            "--kubectl",
+            str(kube.kc.kubectl_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as proc:
+        assert proc.stderr is not None and proc.stdout is not None
+        for line in proc.stderr:
+            err.append(line)
+            while pending and pending[0][0] in line:
+                pending.pop(0)[1]()
+        out = proc.stdout.read()
+        code = proc.wait(timeout=60)
+    assert not pending, f"never saw {pending[0][0]!r} in:\n{''.join(err)}"
+    return code, out, "".join(err)
+
+
+def test_reassignments_apply_wait_follows_to_the_outcome(kube: KubeEnv, tmp_path: Path) -> None:
+    """apply of a kafka-reassign-partitions file (converted as to-manifests does) --wait:
+    the bar shows the status the operator writes (here the test, on cue), and the exit code is
+    the outcome: 0 Succeeded, 4 RolledBack, 3 Cancelled, 5 timed out."""
+    broker_cluster(kube)
+    obj, status = topic(
+        "clicks",
+        [[(0, "/k/0/data-a"), (1, "/k/1/data-a")], [(1, "/k/1/data-b"), (2, "/k/2/data-a")]],
+    )
+    kube.apply(obj)
+    kube.patch_status("topic", "clicks", status)
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": "clicks", "partition": 1, "replicas": [2, 0]}]}
+        )
+    )
+    running = {
+        "phase": "Running",
+        "observedGeneration": 1,
+        "progressPercent": 40,
+        "rateBytesPerSecond": 2 << 20,
+        "etaSeconds": 3,
+        "batch": 1,
+        "counts": {"Adding": 1},
+        "bytesMoved": 4 << 20,
+        "bytesToMove": 10 << 20,
+    }
+
+    def ended(phase: str, message: str) -> dict[str, Any]:
+        return {
+            "phase": phase,
+            "observedGeneration": 1,
+            "progressPercent": 100,
+            "counts": {"Done": 1},
+            "currentBatch": [],
+            "conditions": [
+                {
+                    "type": phase,
+                    "status": "True",
+                    "reason": phase,
+                    "message": message,
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ],
+        }
+
+    name = "w1-brokers"
+    code, out, err = follow_ctl(
+        kube,
+        ["reassignments", "apply", str(plan), "--cluster", "kip", "--name", "w1", "--wait"],
+        [
+            (
+                f"applied PartitionReassignment {name}",
+                lambda: kube.patch_status("partitionreassignment", name, running),
+            ),
+            (
+                f"{name}: [########------------]  40%",
+                lambda: kube.patch_status(
+                    "partitionreassignment", name, ended("Succeeded", "1 partitions moved")
+                ),
+            ),
+        ],
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["applied"] == [
+        {"kind": "PartitionReassignment", "name": name, "namespace": kube.ns}
+    ]
+    (summary,) = result["reassignments"]
+    assert (summary["phase"], summary["message"]) == ("Succeeded", "1 partitions moved")
+    assert "\r" not in err  # not a terminal: plain lines
+    assert (
+        f"{name}: [########------------]  40%  2.0 MiB/s  ETA 3s  Running  batch 1  "
+        "0/1 partitions  4.0 MiB of 10.0 MiB" in err
+    )
+    assert f"PartitionReassignment {name}: Succeeded: 1 partitions moved" in err
+    spec = json.loads(kube.kubectl("get", "partitionreassignment", name, "-o", "json"))["spec"]
+    assert spec["partitions"] == [{"topic": "clicks", "partition": 1, "replicas": [2, 0]}]
+
+    # Applied again with rollback (a YAML manifest; generation 2): the old Succeeded is not
+    # taken as the outcome; RolledBack is, with exit code 4.
+    manifest = tmp_path / "rollback.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "jbod.io/v1alpha1",
+                "kind": "PartitionReassignment",
+                "metadata": {"name": name, "labels": {"jbod.io/cluster": "kip"}},
+                "spec": {
+                    "clusterName": "kip",
+                    "partitions": [{"topic": "clicks", "partition": 1, "replicas": [2, 0]}],
+                    "rollback": True,
+                },
+            }
+        )
+    )
+    rolled = ended("RolledBack", "every partition is back at its original replicas")
+    rolled["observedGeneration"] = 2
+    code, out, err = follow_ctl(
+        kube,
+        ["reassignments", "apply", str(manifest), "--wait"],
+        [
+            (
+                f"{name}: [####################] 100%",  # the stale Succeeded, drawn
+                lambda: kube.patch_status("partitionreassignment", name, rolled),
+            )
+        ],
+    )
+    assert code == 4, err
+    assert json.loads(out)["reassignments"][0]["phase"] == "RolledBack"
+    assert f"PartitionReassignment {name}: RolledBack: every partition is back" in err
+
+    # wait: Cancelled is 3; a reassignment that does not end in time is 5.
+    kube.patch_status(
+        "partitionreassignment", name, ended("Cancelled", "cancelled") | {"observedGeneration": 2}
+    )
+    p = kube.ctl("reassignments", "wait", name)
+    assert p.returncode == 3, p.stderr
+    assert json.loads(p.stdout)["phase"] == "Cancelled"
+    kube.patch_status("partitionreassignment", name, running | {"observedGeneration": 2})
+    p = kube.ctl("reassignments", "wait", name, "--timeout", "1")
+    assert p.returncode == 5
+    assert f"PartitionReassignment {name}: timed out after 1 s in phase Running at 40%" in p.stderr
+
+
+def test_reassignments_apply_takes_a_reassignment_at_the_schemas_largest(
+    kube: KubeEnv, tmp_path: Path
+) -> None:
+    """A PartitionReassignment with every partition the schema allows, each with long names,
+    the most replicas and a dir path per replica, is applied (server-side): a client-side
+    apply would copy it into its last-applied annotation, over the 256 KiB annotation limit."""
+    spec: dict[str, Any] = {
+        "clusterName": "kip",
+        "partitions": [
+            {
+                "topic": "t" * 249,
+                "partition": i,
+                "replicas": list(range(MAX_REPLICAS)),
+                "logDirs": ["/" + "p" * 63] * MAX_REPLICAS,
+            }
+            for i in range(MAX_PARTITIONS)
+        ],
+    }
+    body: dict[str, Any] = {
+        "apiVersion": "jbod.io/v1alpha1",
+        "kind": "PartitionReassignment",
+        "metadata": {"name": "largest"},
+        "spec": spec,
+    }
+    manifest = tmp_path / "largest.json"
+    manifest.write_text(json.dumps(body))
+    assert manifest.stat().st_size > 256 * 1024
+    p = kube.ctl("reassignments", "apply", str(manifest))
+    assert p.returncode == 0, p.stderr[:2000]
+    got = json.loads(kube.kubectl("get", "partitionreassignment", "largest", "-o", "json"))
+    assert len(got["spec"]["partitions"]) == MAX_PARTITIONS
+    # Applied again with a change (the same field manager): merged, not refused.
+    body["spec"]["pause"] = True
+    manifest.write_text(json.dumps(body))
+    p = kube.ctl("reassignments", "apply", str(manifest))
+    assert p.returncode == 0, p.stderr[:2000]
+    got = json.loads(kube.kubectl("get", "partitionreassignment", "largest", "-o", "json"))
+    assert got["spec"]["pause"] is True and got["metadata"]["generation"] == 2

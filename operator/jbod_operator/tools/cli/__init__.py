@@ -1,6 +1,6 @@
 """``jbod-ctl``: the command-line tool for the daily path of JBOD brokers (KIP-113).
 
-Three commands, each printing JSON (or YAML manifests) on stdout and what went wrong on stderr
+The commands print JSON, text (or YAML manifests) on stdout and what went wrong on stderr
 (exit 1; 2 for a usage error):
 
 ``jbod-ctl log-dirs describe`` (:mod:`.log_dirs`)
@@ -19,6 +19,14 @@ Three commands, each printing JSON (or YAML manifests) on stdout and what went w
 ``jbod-ctl logdirmove wait|apply`` (:mod:`.logdirmove`)
     Follows a LogDirMove's status until it is final, with a progress bar (:mod:`.progress`) on
     a terminal.
+
+``jbod-ctl reassignments list|describe|verify|apply|wait`` (:mod:`.reassignments`)
+    PartitionReassignments as Kafka's tools show reassignments: ``list`` is
+    ``kafka-reassign-partitions --list`` (KIP-455's replicas, adding, removing) plus each
+    running one's current batch (KIP-435); ``describe`` is KIP-240's description with each new
+    replica's log end offset and lag; ``verify`` is ``--verify`` with named log dirs; ``apply
+    --wait`` follows with a progress bar (the loop in :mod:`.follow`, shared with
+    ``logdirmove``). The formatting is pure, in :mod:`.reassignments_view`.
 
 The pure parts (conversions, validation, formatting) are functions on plain data, so the unit
 tests call them directly; the I/O (kubectl, broker HTTP) sits at the edges, behind

@@ -3,7 +3,9 @@
 Each command module adds its own sub-commands and options; this module only assembles them and
 maps outcomes to exit codes, the same for every command: 0 done, 1 a :class:`~.common.CliError`
 (said on stderr as ``jbod-ctl: error: ...``, no traceback), 2 a usage error (argparse), 130
-Ctrl-C.
+Ctrl-C. A command whose answer is an outcome says it with its own codes: ``verify`` 1 when not
+done, ``reassignments apply --wait|wait`` 3 Cancelled, 4 RolledBack, 5 timed out
+(:data:`.reassignments.EXIT_CODES`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from . import log_dirs, logdirmove, reassignment
+from . import log_dirs, logdirmove, reassignment, reassignments
 from .common import CliError
 
 PROG = "jbod-ctl"
@@ -22,6 +24,11 @@ COMMANDS: dict[tuple[str, str], Callable[[argparse.Namespace], int]] = {
     ("reassignment", "to-manifests"): reassignment.cmd_to_manifests,
     ("logdirmove", "wait"): logdirmove.cmd_wait,
     ("logdirmove", "apply"): logdirmove.cmd_apply,
+    ("reassignments", "list"): reassignments.cmd_list,
+    ("reassignments", "describe"): reassignments.cmd_describe,
+    ("reassignments", "verify"): reassignments.cmd_verify,
+    ("reassignments", "apply"): reassignments.cmd_apply,
+    ("reassignments", "wait"): reassignments.cmd_wait,
 }
 """(command, action) → the function that runs it and returns the exit code."""
 
@@ -36,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     log_dirs.add_parser(sub)
     reassignment.add_parser(sub)
     logdirmove.add_parser(sub)
+    reassignments.add_parser(sub)
     return ap
 
 

@@ -15,23 +15,9 @@ from typing import Any, TextIO
 
 from ...models.log_dir_move import FINAL_PHASES, MovePhase
 from .common import CliError, positive_float, print_json, read_text
-from .kubectl import Kubectl, KubectlError, add_kube_options, kubectl_from_args
-from .progress import ProgressView
-
-POLL_SECONDS = 0.5
-
-
-def final_message(status: Mapping[str, Any]) -> str:
-    """Why the move ended: the message of the condition named after the phase, else the last
-    Progressing message (empty when the operator wrote neither)."""
-    phase = status.get("phase")
-    for c in status.get("conditions") or []:
-        if c.get("type") == phase and c.get("message"):
-            return str(c["message"])
-    for c in status.get("conditions") or []:
-        if c.get("type") == "Progressing" and c.get("message"):
-            return str(c["message"])
-    return ""
+from .follow import POLL_SECONDS, Watched, final_message, follow
+from .kubectl import Kubectl, add_kube_options, kubectl_from_args
+from .progress import format_progress
 
 
 def move_summary(
@@ -55,6 +41,19 @@ def move_summary(
     }
 
 
+LOG_DIR_MOVE = Watched(
+    kind="LogDirMove",
+    resource="logdirmoves.jbod.io",
+    final_phases=frozenset(FINAL_PHASES),
+    exit_codes={MovePhase.SUCCEEDED: 0},
+    timeout_exit=1,
+    first_phase=MovePhase.PENDING,
+    formatter=format_progress,
+    summary=move_summary,
+)
+"""A LogDirMove followed: exit 0 Succeeded; 1 Failed, Cancelled or timed out."""
+
+
 def wait_for_move(
     kubectl: Kubectl,
     name: str,
@@ -66,56 +65,35 @@ def wait_for_move(
     sleep: Callable[[float], None] = time.sleep,
     tty: bool | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """Poll the LogDirMove until it is final or ``timeout_s`` passed: (exit code, summary).
-
-    ``clock`` and ``sleep`` are parameters so the loop is tested without waiting."""
-    start = clock()
-    view = ProgressView(out, name, tty)
-    status: dict[str, Any] = {}
-    last_error = ""
-    try:
-        while True:
-            try:
-                obj = kubectl.get_json("logdirmoves.jbod.io", name)
-                status = dict(obj.get("status") or {})
-                last_error = ""
-            except KubectlError as e:
-                if e.not_found:
-                    raise CliError(
-                        f"LogDirMove {name} not found"
-                        + (f" in namespace {kubectl.namespace}" if kubectl.namespace else "")
-                    ) from None
-                last_error = str(e)  # the API server may be busy: keep polling
-            now = clock()
-            view.update(status, now)
-            phase = status.get("phase")
-            if phase in FINAL_PHASES:
-                view.close()
-                summary = move_summary(name, kubectl.namespace, status, now - start)
-                msg = summary["message"]
-                print(f"LogDirMove {name}: {phase}{': ' + msg if msg else ''}", file=out)
-                return (0 if phase == MovePhase.SUCCEEDED else 1), summary
-            if now - start >= timeout_s:
-                view.close()
-                summary = move_summary(name, kubectl.namespace, status, now - start)
-                summary["phase"] = summary["phase"] or MovePhase.PENDING.value
-                detail = f"; last error: {last_error}" if last_error else ""
-                print(
-                    f"LogDirMove {name}: timed out after {timeout_s:g} s in phase "
-                    f"{summary['phase']} at {status.get('progressPercent') or 0}%{detail}",
-                    file=out,
-                )
-                summary["timedOut"] = True
-                return 1, summary
-            sleep(poll_s)
-    finally:
-        view.close()
+    """Poll the LogDirMove until it is final or ``timeout_s`` passed: (exit code, summary)."""
+    return follow(
+        kubectl,
+        name,
+        LOG_DIR_MOVE,
+        timeout_s=timeout_s,
+        out=out,
+        poll_s=poll_s,
+        clock=clock,
+        sleep=sleep,
+        tty=tty,
+    )
 
 
-def apply_file(kubectl: Kubectl, path: str) -> list[dict[str, str]]:
-    """kubectl apply; returns kind/name/namespace of every object applied."""
-    text = read_text(path, "manifest file")
-    out = kubectl.run("apply", "-f", "-", "-o", "json", input=text)
+FIELD_MANAGER = "jbod-ctl"
+
+
+def apply_text(kubectl: Kubectl, text: str, *, server_side: bool = False) -> list[dict[str, str]]:
+    """kubectl apply of manifests (YAML or JSON); returns kind/name/namespace of every object
+    applied.
+
+    ``server_side``: the API server merges (as field manager ``jbod-ctl``, the file winning
+    any conflict as a client-side apply's would). A client-side apply keeps a second copy of
+    the object in its last-applied annotation, and annotations are limited to 256 KiB: a
+    PartitionReassignment of a few hundred partitions with long names is over it."""
+    args = ["apply", "-f", "-", "-o", "json"]
+    if server_side:
+        args += ["--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}"]
+    out = kubectl.run(*args, input=text)
     try:
         data = json.loads(out)
     except ValueError:
@@ -129,6 +107,11 @@ def apply_file(kubectl: Kubectl, path: str) -> list[dict[str, str]]:
         }
         for o in items
     ]
+
+
+def apply_file(kubectl: Kubectl, path: str) -> list[dict[str, str]]:
+    """kubectl apply of the manifest file at ``path`` (``-``: stdin)."""
+    return apply_text(kubectl, read_text(path, "manifest file"))
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -35,7 +35,7 @@ from .common import (
     problems,
     read_text,
 )
-from .kubectl import KubectlError, add_kube_options, kubectl_from_args
+from .kubectl import Kubectl, KubectlError, add_kube_options, kubectl_from_args
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -425,43 +425,85 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_kube_options(tm)
 
 
+def manifests_from_kafka_json(
+    text: str,
+    label: str,
+    *,
+    cluster: str,
+    kubectl: Kubectl | None,
+    current_text: str | None = None,
+    current_label: str = "",
+    name_prefix: str | None = None,
+    namespace: str | None = None,
+    throttle: int | None = None,
+) -> ManifestResult:
+    """A kafka-reassign-partitions JSON document turned into manifests, against the current
+    assignment of ``current_text`` (same format) or else the Topic statuses of ``cluster``
+    (read with ``kubectl``, which also gives the cluster's broker count). The one path behind
+    ``reassignment to-manifests`` and ``reassignments apply`` of a Kafka file."""
+    targets = parse_reassignment(text, label)
+    broker_count: int | None = None
+    if current_text is not None:
+        cur_parts = parse_reassignment(current_text, current_label, allow_empty=True)
+        current = current_from_assignments(cur_parts)
+        source = f"--current {current_label}"
+    else:
+        assert kubectl is not None
+        topics = kubectl.get_json("topics.jbod.io").get("items") or []
+        current = current_from_topics(topics, cluster)
+        try:
+            bc = kubectl.get_json("brokerclusters.jbod.io", cluster)
+            broker_count = int(bc["spec"]["replicas"])
+        except KubectlError as e:
+            if not e.not_found:
+                raise
+            where = f" in namespace {kubectl.namespace}" if kubectl.namespace else ""
+            raise CliError(f"BrokerCluster {cluster} not found{where}") from None
+        source = f"the Topic statuses of cluster {cluster}"
+    return build_manifests(
+        targets,
+        current,
+        cluster=cluster,
+        name_prefix=name_prefix,
+        namespace=namespace,
+        throttle=throttle,
+        broker_count=broker_count,
+        current_source=source,
+    )
+
+
+def is_kafka_json(text: str) -> bool:
+    """A kafka-reassign-partitions document (``{"version": 1, "partitions": [...]}``) rather
+    than Kubernetes manifests: JSON, an object, with ``partitions`` and no ``kind``."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and "partitions" in doc and "kind" not in doc
+
+
 def cmd_to_manifests(ns: argparse.Namespace) -> int:
     """``reassignment to-manifests``: YAML on stdout, notes and a one-line summary on stderr
     (so ``> plan.yaml`` captures only what ``kubectl apply`` should read)."""
     if ns.file == "-" and ns.current == "-":
         raise CliError("FILE and --current cannot both be read from stdin")
     label = "stdin" if ns.file == "-" else ns.file
-    targets = parse_reassignment(read_text(ns.file, "reassignment file"), label)
-    broker_count: int | None = None
+    text = read_text(ns.file, "reassignment file")
+    current_text: str | None = None
+    clabel = ""
     if ns.current is not None:
         clabel = "stdin" if ns.current == "-" else ns.current
-        cur_parts = parse_reassignment(
-            read_text(ns.current, "current assignment"), clabel, allow_empty=True
-        )
-        current = current_from_assignments(cur_parts)
-        source = f"--current {clabel}"
-    else:
-        kubectl = kubectl_from_args(ns)
-        topics = kubectl.get_json("topics.jbod.io").get("items") or []
-        current = current_from_topics(topics, ns.cluster)
-        try:
-            bc = kubectl.get_json("brokerclusters.jbod.io", ns.cluster)
-            broker_count = int(bc["spec"]["replicas"])
-        except KubectlError as e:
-            if not e.not_found:
-                raise
-            where = f" in namespace {ns.namespace}" if ns.namespace else ""
-            raise CliError(f"BrokerCluster {ns.cluster} not found{where}") from None
-        source = f"the Topic statuses of cluster {ns.cluster}"
-    res = build_manifests(
-        targets,
-        current,
+        current_text = read_text(ns.current, "current assignment")
+    res = manifests_from_kafka_json(
+        text,
+        label,
         cluster=ns.cluster,
+        kubectl=None if current_text is not None else kubectl_from_args(ns),
+        current_text=current_text,
+        current_label=clabel,
         name_prefix=ns.name,
         namespace=ns.namespace,
         throttle=ns.throttle,
-        broker_count=broker_count,
-        current_source=source,
     )
     for n in res.notes:
         print(f"note: {n}", file=sys.stderr)
