@@ -283,10 +283,10 @@ def swap_before_append(
     source = rm.logs.log_or_error(TP)
     append = getattr(source, method)
 
-    def swap_then_append(*args: object) -> object:
+    def swap_then_append(*args: object, **kwargs: object) -> object:
         if source.successor is None:
             swap_now(rm)
-        return append(*args)
+        return append(*args, **kwargs)
 
     monkeypatch.setattr(source, method, swap_then_append)
     return source
