@@ -15,6 +15,7 @@ from jbod_operator.models import LogDirMove
 from jbod_operator.models.log_dir_move import MovePhase as P
 from jbod_operator.models.log_dir_move import ReplicaMoveStatus
 from jbod_operator.models.log_dir_move import ReplicaState as R
+from jbod_operator.plan.conditions import iso
 from jbod_operator.plan.logdirmove import (
     PHASE_TRANSITIONS,
     REPLICA_TRANSITIONS,
@@ -23,7 +24,6 @@ from jbod_operator.plan.logdirmove import (
     Cordon,
     Decision,
     Dir,
-    IllegalTransitionError,
     Observed,
     RecordInTopic,
     Resend,
@@ -32,10 +32,10 @@ from jbod_operator.plan.logdirmove import (
     StartAnswer,
     StartResult,
     advance,
-    iso,
     settle,
     transition,
 )
+from jbod_operator.plan.machine import IllegalTransitionError
 
 ROOT = "/var/lib/broker"
 NOW = 1_700_000_000.0
