@@ -48,6 +48,7 @@ from ..models.reassignment import (
 )
 from . import reassignment_steps as steps
 from .conditions import iso, parse_iso, set_condition
+from .election import NO_LEADER
 from .logdirmove import BrokerDirs
 from .machine import transition
 
@@ -428,7 +429,9 @@ class _Pass:
     actions: list[Action] = field(default_factory=list)
     states: dict[TP, PState] = field(default_factory=dict)
     detail: dict[TP, PartitionStatus] = field(default_factory=dict)
-    wrote: set[TP] = field(default_factory=set)
+    wrote: dict[TP, PartView] = field(default_factory=dict)
+    """The entries this pass writes: what the brokers are told next, so what the throttles
+    (and anything else decided after the write) must look at."""
 
     @property
     def name(self) -> str:
@@ -439,7 +442,7 @@ class _Pass:
 
     def write(self, tv: TopicView, view: PartView) -> None:
         self.actions.append(WritePartition(tv.resource, view))
-        self.wrote.add(view.key)
+        self.wrote[view.key] = view
 
 
 def _previous(status: PartitionReassignmentStatus) -> dict[TP, PartitionStatus]:
@@ -483,7 +486,10 @@ def _prior_state(
     p: _Pass, key: TP, prev: Mapping[TP, PartitionStatus], pv: PartView | None, goal: Goal | None
 ) -> PState:
     """A partition's state at the end of the last pass: listed ones as listed; the others were
-    Pending or Done (only those two are left out of the detail), told apart by the record."""
+    Pending or Done (only those two are left out of the detail), told apart by the record
+    against ``goal``, the goal *the last pass* had (the spec's target, or the originals once
+    rolling back): against this pass' goal, a Done partition that a rollback starts to walk
+    back would count as Pending and its Done -> Pending would never be taken."""
     if key in prev:
         return prev[key].state
     if pv is not None and goal is not None and _at(pv, goal) and p.status.batch > 0:
@@ -552,14 +558,19 @@ def _accept(p: _Pass) -> Decision:
 
 def _run(p: _Pass, phase: Phase) -> Decision:
     spec = p.obs.pr.spec
-    rolling = spec.rollback or phase == Phase.ROLLING_BACK
+    # A rollback asked while a cancel undoes steps waits for the cancel to end (Cancelling
+    # has no edge to RollingBack): it starts from Cancelled, on the next pass.
+    rolling = (spec.rollback and phase != Phase.CANCELLING) or phase == Phase.ROLLING_BACK
     cancelling = not rolling and (spec.cancel or phase == Phase.CANCELLING)
     original = _original_goals(p.status, p.obs)
-    goal_of = original if rolling else goals_for_run(p.obs)
+    targets = goals_for_run(p.obs)
+    goal_of = original if rolling else targets
+    last_goal = original if phase == Phase.ROLLING_BACK else targets
     prev = _previous(p.status)
     # 1. every partition from its state of record
     for key in sorted(original):
-        _follow(p, key, goal_of.get(key), prev, cancelling=cancelling)
+        before = _prior_state(p, key, prev, _view(p.obs, key), last_goal.get(key))
+        _follow(p, key, before, goal_of.get(key), prev, cancelling=cancelling)
     in_flight = sorted(k for k, s in p.states.items() if s in IN_FLIGHT)
     # 2. a new batch, once the last one ended and nothing was written in this pass
     started = False
@@ -570,9 +581,7 @@ def _run(p: _Pass, phase: Phase) -> Decision:
         p.status = p.status.model_copy(update={"current_batch": []})
     if not in_flight and not p.wrote and not spec.pause and not stopping:
         started = _next_batch(p, goal_of)
-    elif in_flight and not {(b.topic, b.partition) for b in p.status.current_batch} >= set(
-        in_flight
-    ):
+    elif in_flight and not _recorded(p, in_flight):
         _adopt_batch(p, in_flight)  # a crash after writing a batch, before recording it
     # 3. throttles on the replicas in flight
     _throttle(p, active=True)
@@ -598,9 +607,25 @@ def goals_for_run(obs: Observed) -> dict[TP, Goal]:
     return out
 
 
+def _view(obs: Observed, key: TP) -> PartView | None:
+    tv = obs.topics.get(key[0])
+    return tv.partitions.get(key[1]) if tv is not None else None
+
+
+def _held_by(p: _Pass, pv: PartView) -> str | None:
+    """Another resource moving this partition (its kind and name), None when nobody else
+    does: a step of another PartitionReassignment (the record's ``reassignedBy``), or a
+    LogDirMove planned after this one was accepted, while the partition was still waiting
+    for its batch. Its own step goes on; none is started while another resource holds it."""
+    if pv.reassigned_by == p.name:
+        return None
+    return p.obs.claims.get(pv.key) or pv.reassigned_by
+
+
 def _follow(
     p: _Pass,
     key: TP,
+    before: PState,
     goal: Goal | None,
     prev: Mapping[TP, PartitionStatus],
     *,
@@ -609,7 +634,6 @@ def _follow(
     """Move one partition along from its state of record (at most one write per pass)."""
     tv = p.obs.topics.get(key[0])
     pv = tv.partitions.get(key[1]) if tv is not None else None
-    before = _prior_state(p, key, prev, pv, goal)
     if before == PState.GONE:
         p.states[key] = PState.GONE
         return
@@ -617,16 +641,19 @@ def _follow(
         _move(p, key, before, PState.GONE)
         return
     mine = pv.reassigned_by == p.name
+    other = _held_by(p, pv)
     after: PState
-    if pv.reassigned_by is not None and not mine:
+    if other is not None:
         after = PState.WAITING if before in (PState.PENDING, PState.WAITING) else before
-        _detail(p, key, pv, goal, f"{pv.reassigned_by} is moving it", after)
+        if after != PState.DONE:
+            _detail(p, key, pv, goal, f"{other} is moving it", after)
     elif mine and pv.deleting:
         after = _finish_deletion(p, tv, pv, goal)
     elif mine and pv.in_step:
-        if cancelling and not set(pv.adding) <= set(pv.isr):
+        synced = set(pv.adding) <= set(pv.isr)
+        if cancelling and not synced and _revertible(pv):
             after = _revert_step(p, tv, pv, goal)
-        elif set(pv.adding) <= set(pv.isr):
+        elif synced:
             after = _shrink(p, tv, pv, goal)
         else:
             after = _catching_up(p, tv, pv, goal)
@@ -716,13 +743,21 @@ def _shrink(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PState:
 
 def _revert_step(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PState:
     """spec.cancel: a step whose new replicas are not all in sync goes back to where it
-    started (order and leader as they were); the new replicas are deleted."""
+    started (order and leader as they were); the new replicas are deleted.
+
+    The leader stays unless it is one of the new replicas: the cluster controller elects
+    among the in-sync replicas, new ones included, so a caught-up new replica may lead when
+    the old leader died mid-step. Then the first original replica in sync leads (the
+    original preferred leader when it is), as :func:`reassignment_steps.cancel_step` says."""
     back = tuple(b for b in pv.replicas if b not in pv.adding)
+    isr = tuple(b for b in pv.isr if b in back)
+    leader = pv.leader if pv.leader in isr else next((b for b in back if b in isr), NO_LEADER)
     out = replace(
         pv,
         replicas=back,
         dirs=tuple(pv.dir_of(b) for b in back),
-        isr=tuple(b for b in pv.isr if b in back) or pv.isr,
+        isr=isr,
+        leader=leader,
         leader_epoch=pv.leader_epoch + 1,
         partition_epoch=pv.partition_epoch + 1,
         adding=(),
@@ -734,6 +769,13 @@ def _revert_step(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PState:
     msg = f"cancelled: deleting the new replicas on brokers {list(out.removing)}"
     _detail(p, pv.key, out, goal, msg, PState.REMOVING)
     return PState.REMOVING
+
+
+def _revertible(pv: PartView) -> bool:
+    """Whether undoing the step leaves an in-sync replica: when only new replicas are in
+    sync (the originals lagging or dead), they hold the only complete copies, so the step
+    finishes instead (and is kept, as a step whose new replicas are in sync is)."""
+    return any(b in pv.isr for b in pv.replicas if b not in pv.adding)
 
 
 def _catching_up(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PState:
@@ -881,6 +923,8 @@ def _next_batch(p: _Pass, goal_of: Mapping[TP, Goal]) -> bool:
             continue
         tv = obs.topics[key[0]]
         pv = tv.partitions[key[1]]
+        if _held_by(p, pv) is not None:
+            continue  # Waiting, and says for whom (_follow)
         goal = goal_of[key]
         res = steps.next_step(
             pv.replicas,
@@ -957,6 +1001,26 @@ def _start_step(p: _Pass, planned: steps.PlannedStep, goal: Goal) -> BatchEntry:
     return entry
 
 
+def _recorded(p: _Pass, in_flight: Sequence[TP]) -> bool:
+    """Whether the status' current batch is the one in flight: every step in flight listed
+    with the brokers it goes to. Names alone are not enough: a partition moving in several
+    steps is in consecutive batches, so a batch written before a crash may name exactly the
+    partitions of the batch recorded before it."""
+    listed = {(e.topic, e.partition): e for e in p.status.current_batch}
+    for key in in_flight:
+        e = listed.get(key)
+        pv = p.obs.topics[key[0]].partitions[key[1]]
+        if e is None:
+            return False
+        if pv.deleting:
+            # Shrunk (at the step's target) or undone by a cancel (back where it started).
+            if list(pv.replicas) not in (e.target_brokers, e.current_brokers):
+                return False
+        elif list(pv.target) != e.target_brokers:
+            return False
+    return True
+
+
 def _adopt_batch(p: _Pass, in_flight: Sequence[TP]) -> None:
     """Steps in flight that the status does not list (written by a pass that died before it
     wrote this status): they are the current batch."""
@@ -986,7 +1050,9 @@ def _throttle(p: _Pass, *, active: bool) -> None:
         for key, state in p.states.items():
             if state != PState.ADDING:
                 continue
-            pv = obs.topics[key[0]].partitions[key[1]]
+            # A step started in this pass is in the entry written, not in the one read: its
+            # new replicas fetch as soon as they are told, so they are throttled from now.
+            pv = p.wrote.get(key) or obs.topics[key[0]].partitions[key[1]]
             if pv.leader >= 0:
                 leaders.setdefault(pv.leader, set()).add(key)
             for b in pv.adding:
@@ -1012,6 +1078,12 @@ def _next_phase(p: _Pass, phase: Phase, *, started: bool, rolling: bool, cancell
     settled = not in_flight and all(s in (PState.DONE, PState.GONE) for s in p.states.values())
     if rolling:
         new = phase
+        if phase == Phase.PENDING:
+            # Pending has no edge to RollingBack: it is left through Running when a step is
+            # in flight (adopted after a crash), else through Cancelled (nothing moved: the
+            # rollback is a cancel, and the walk back ends at once).
+            via = Phase.RUNNING if in_flight or started else Phase.CANCELLED
+            phase = transition(PHASE_TRANSITIONS, phase, via)
         if phase != Phase.ROLLING_BACK:
             new = transition(PHASE_TRANSITIONS, phase, Phase.ROLLING_BACK)
             p.event(
@@ -1094,7 +1166,7 @@ def _finish(p: _Pass, phase: Phase) -> Decision:
         "phase": phase,
         "observed_generation": p.gen,
         "counts": counts,
-        "partitions": [p.detail[k] for k in sorted(p.detail)][:MAX_DETAIL],
+        "partitions": _listed(p.detail),
         "bytes_to_move": to_move,
         "bytes_moved": moved,
         "progress_percent": min(100, 100 * done // total),
@@ -1116,7 +1188,21 @@ def _finish(p: _Pass, phase: Phase) -> Decision:
         p.gen,
     )
     p.status = p.status.model_copy(update={"conditions": [Condition.model_validate(x) for x in c]})
-    return Decision(p.status, tuple(p.events), tuple(p.actions), not ended)
+    # Cancelled while a rollback waited for the cancel to end: the rollback is next.
+    rollback_next = obs.pr.spec.rollback and phase in (Phase.SUCCEEDED, Phase.CANCELLED)
+    return Decision(p.status, tuple(p.events), tuple(p.actions), not ended or rollback_next)
+
+
+_LISTING_ORDER = {PState.ADDING: 0, PState.REMOVING: 0, PState.PLACING: 1, PState.WAITING: 2}
+
+
+def _listed(detail: Mapping[TP, PartitionStatus]) -> list[PartitionStatus]:
+    """The detail the status keeps (MAX_DETAIL at most), in key order: steps in flight
+    first, then dir moves, then waiting ones. The next pass reads its partitions' states and
+    the time their bytes last moved (Stalled) from here, so a step in flight must not be cut
+    for the sake of partitions that are only waiting (those are counted either way)."""
+    kept = sorted(detail, key=lambda k: (_LISTING_ORDER.get(detail[k].state, 3), k))
+    return [detail[k] for k in sorted(kept[:MAX_DETAIL])]
 
 
 def _summary(p: _Pass, phase: Phase, counts: Mapping[str, int]) -> tuple[str, str]:
