@@ -100,6 +100,8 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import annotated_types
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -143,13 +145,23 @@ def spec_default(field: str) -> int:
     return value
 
 
+def spec_max(field: str) -> int:
+    """A limit's largest allowed value, from the resource's model (its one home)."""
+    for m in PartitionReassignmentSpec.model_fields[field].metadata:
+        if isinstance(m, annotated_types.Le):
+            le: int = m.le  # type: ignore[assignment]
+            return le
+    raise LookupError(f"{field} has no maximum")
+
+
 def all_at_once(partitions: int) -> dict[str, int]:
     """Limits that start every partition of a plan at once: Kafka's behaviour."""
+    assert partitions <= spec_max("max_concurrent_partition_movements"), partitions
     return {
         "maxConcurrentPartitionMovements": partitions,
         "maxConcurrentLeaderMovements": partitions,
-        "maxConcurrentReplicaMovements": 32,
-        "maxConcurrentMovesPerBroker": 64,
+        "maxConcurrentReplicaMovements": spec_max("max_concurrent_replica_movements"),
+        "maxConcurrentMovesPerBroker": spec_max("max_concurrent_moves_per_broker"),
     }
 
 
