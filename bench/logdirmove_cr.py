@@ -53,6 +53,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -98,37 +99,48 @@ def wall(ts: str) -> float:
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
 
-class PhaseWatch(threading.Thread):
-    """Watches LogDirMoves on the API server, opened before the apply, so that Succeeded is
-    seen when it is written (not when a poller or a kubectl process gets to it)."""
+# -- what the benches that time a resource share (bench/reassignment.py too): the apply made
+# straight to the API server and a watch opened before it, so that a figure holds the operator
+# and not the start-up of a kubectl process or the period of a poller.
 
-    def __init__(self, kc: KubeCluster, name: str) -> None:
+GROUP = "/apis/jbod.io/v1alpha1"
+
+
+def _open(kc: KubeCluster, req: urllib.request.Request | str, timeout: float) -> Any:
+    if isinstance(req, str):
+        req = urllib.request.Request(kc.server + req)
+    req.add_header("Authorization", f"Bearer {kc.token}")
+    ctx = ssl.create_default_context(cafile=str(kc.ca_file))
+    return urllib.request.urlopen(req, timeout=timeout, context=ctx)
+
+
+class PhaseWatch(threading.Thread):
+    """Watches one kind in one namespace on the API server, opened before the apply, so that a
+    final phase is seen when it is written (not when a poller or a kubectl process gets to
+    it). ``at`` is the monotonic time it was seen."""
+
+    def __init__(
+        self, kc: KubeCluster, ns: str, plural: str, name: str, final: Collection[str]
+    ) -> None:
         super().__init__(daemon=True)
-        self.kc, self.name = kc, name
+        self.kc, self.base, self.name = kc, f"{GROUP}/namespaces/{ns}/{plural}", name
+        self.final = frozenset(str(p) for p in final)
         self.ready = threading.Event()
         self.done = threading.Event()
         self.phase: str | None = None
         self.at = 0.0
         self.error: BaseException | None = None
 
-    def _open(self, path: str, timeout: float) -> Any:
-        req = urllib.request.Request(
-            self.kc.server + path, headers={"Authorization": f"Bearer {self.kc.token}"}
-        )
-        ctx = ssl.create_default_context(cafile=str(self.kc.ca_file))
-        return urllib.request.urlopen(req, timeout=timeout, context=ctx)
-
     def run(self) -> None:
-        base = f"/apis/jbod.io/v1alpha1/namespaces/{NS}/logdirmoves"
         try:
-            with self._open(base, 10) as resp:
+            with _open(self.kc, self.base, 10) as resp:
                 rv = json.loads(resp.read())["metadata"]["resourceVersion"]
-            with self._open(f"{base}?watch=1&resourceVersion={rv}", 900) as resp:
+            with _open(self.kc, f"{self.base}?watch=1&resourceVersion={rv}", 900) as resp:
                 self.ready.set()
                 for line in resp:
                     obj = json.loads(line)["object"]
                     phase = (obj.get("status") or {}).get("phase")
-                    if obj["metadata"]["name"] == self.name and phase in FINAL:
+                    if obj["metadata"]["name"] == self.name and phase in self.final:
                         self.at = time.monotonic()
                         self.phase = phase
                         return
@@ -146,23 +158,16 @@ class PhaseWatch(threading.Thread):
         return self.phase, self.at
 
 
-def server_side_apply(kc: KubeCluster, name: str, obj: dict[str, Any]) -> None:
+def server_side_apply(kc: KubeCluster, ns: str, plural: str, obj: dict[str, Any]) -> None:
     """What ``kubectl apply --server-side`` sends, straight to the API server: one PATCH."""
-    url = (
-        f"{kc.server}/apis/jbod.io/v1alpha1/namespaces/{NS}/logdirmoves/{name}"
-        "?fieldManager=bench&force=true"
-    )
+    name = obj["metadata"]["name"]
     req = urllib.request.Request(
-        url,
+        f"{kc.server}{GROUP}/namespaces/{ns}/{plural}/{name}?fieldManager=bench&force=true",
         data=json.dumps(obj).encode(),  # JSON is YAML
         method="PATCH",
-        headers={
-            "Authorization": f"Bearer {kc.token}",
-            "Content-Type": "application/apply-patch+yaml",
-        },
+        headers={"Content-Type": "application/apply-patch+yaml"},
     )
-    ctx = ssl.create_default_context(cafile=str(kc.ca_file))
-    with urllib.request.urlopen(req, timeout=30, context=ctx) as resp:
+    with _open(kc, req, 30) as resp:
         if resp.status not in (200, 201):
             raise RuntimeError(f"apply {name}: HTTP {resp.status}")
 
@@ -309,11 +314,11 @@ class CrSide:
         os.sync()
         if cold:
             drop_caches(self.sc.brokers[0].log_dirs)
-        watch = PhaseWatch(self.kc, name)
+        watch = PhaseWatch(self.kc, NS, "logdirmoves", name, FINAL)
         watch.start()
         watch.ready.wait(30)
         wall_start, start = time.time(), time.monotonic()
-        server_side_apply(self.kc, name, obj)
+        server_side_apply(self.kc, NS, "logdirmoves", obj)
         applied = time.monotonic() - start
         phase, at = watch.wait(600)
         elapsed = at - start

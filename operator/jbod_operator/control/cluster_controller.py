@@ -61,6 +61,10 @@ class ClusterController:
         self.last_full = 0.0
         self._task: asyncio.Task[None] | None = None
         self.elections = 0
+        self.isr_changed = asyncio.Event()
+        """Set, and replaced by a fresh one, each time an AlterPartition changes an ISR: a
+        PartitionReassignment whose step waits for its new replicas to join takes the event
+        before a pass and waits on it (or its poll interval) after."""
 
     # -- liveness -------------------------------------------------------------------------
 
@@ -299,6 +303,10 @@ class ClusterController:
 
     # -- AlterPartition -------------------------------------------------------------------
 
+    def _signal_isr_change(self) -> None:
+        changed, self.isr_changed = self.isr_changed, asyncio.Event()
+        changed.set()
+
     async def alter_partition(
         self, broker: int, item: wire.AlterPartitionItem
     ) -> wire.AlterPartitionResult:
@@ -327,6 +335,7 @@ class ClusterController:
                         if e.status == 409:
                             continue
                         raise
+                    self._signal_isr_change()
                     log.info(
                         "ISR changed",
                         extra={
