@@ -1,4 +1,11 @@
-"""The record reader is bounded by its batch.
+"""The record reader: one verdict whether compiled or interpreted, and bounded by its batch.
+
+``setup.py`` compiles ``jbod_broker.storage.record_reader`` with mypyc (``make setup``), and the
+compiled module is imported in preference to its source: the broker's verdicts are then the
+compiled module's, while a checkout without the build runs the source. The differential tests
+hold both to the same verdict (the same error and message, or the same decoded records) on
+arbitrary bytes and on mutated batches, so a compiled module built from an older source cannot
+pass for the current one; they are skipped where the module is not compiled.
 
 The reader walks records where they lie in the caller's buffer instead of a copy of the batch,
 so the bytes after a batch are readable to it: a batch whose records run short or long must be
@@ -7,14 +14,99 @@ refused all the same when another batch follows it.
 
 from __future__ import annotations
 
-import pytest
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jbod_broker.storage import record_reader
 from jbod_broker.storage.errors import StorageError
 from jbod_broker.storage.records import (
+    BATCH_HEADER_SIZE,
+    Header,
     build_batch,
+    parse_header,
     validate_batches,
 )
 from tests.bad_batches import BASE_TS, bad_batches
+from tests.unit.test_records_fuzz import mutants
+
+COMPILED = not record_reader.__file__.endswith(".py")
+compiled_only = pytest.mark.skipif(
+    not COMPILED, reason="record_reader is not compiled here (make setup builds it)"
+)
+
+
+def _source() -> ModuleType:
+    """The reader's source as a module of its own, whatever ``import`` picks."""
+    path = Path(record_reader.__file__).with_name("record_reader.py")
+    spec = importlib.util.spec_from_file_location("_record_reader_source", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SOURCE = _source()
+
+
+def _verdict(module: ModuleType, data: bytes, start: int, end: int, count: int, decode: bool):
+    out: list[object] | None = [] if decode else None
+    try:
+        module.walk_records(data, start, end, count, out)
+    except (StorageError, IndexError) as exc:
+        return type(exc), str(exc)
+    return "ok", out
+
+
+def _same(data: bytes, start: int, end: int, count: int) -> None:
+    for decode in (False, True):
+        assert _verdict(record_reader, data, start, end, count, decode) == _verdict(
+            SOURCE, data, start, end, count, decode
+        ), "the compiled record_reader differs from its source: rebuild it (make setup)"
+
+
+def test_the_source_module_is_the_interpreted_reader() -> None:
+    assert str(SOURCE.__file__).endswith("record_reader.py")
+    assert not hasattr(SOURCE.walk_records, "__mypyc_attrs__")
+
+
+@compiled_only
+def test_compiled_agrees_on_every_bad_batch_and_on_good_ones() -> None:
+    batches = [bad.data for bad in bad_batches().values()]
+    value = os.urandom(1024)
+    batches += [
+        build_batch([(b"key-%d" % i, value) for i in range(16)], base_timestamp=BASE_TS),
+        build_batch([(None, b"v" * 10)] * 200, timestamps=list(range(BASE_TS, BASE_TS + 200))),
+        build_batch([(b"k", b"v" * 20_000, [Header("h", None), Header("é", b"x")])]),
+    ]
+    for data in batches:
+        count = parse_header(data).records_count
+        _same(data, BATCH_HEADER_SIZE, len(data), count)
+
+
+@compiled_only
+@settings(derandomize=True, max_examples=400, deadline=None)
+@given(st.binary(max_size=120), st.integers(0, 6), st.integers(0, 120), st.integers(0, 130))
+def test_compiled_agrees_on_arbitrary_bytes(data: bytes, count: int, start: int, end: int) -> None:
+    _same(data, min(start, len(data)), min(end, len(data)), count)
+
+
+@compiled_only
+@settings(
+    derandomize=True,
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(mutants())
+def test_compiled_agrees_on_mutated_batches(data: bytes) -> None:
+    count = parse_header(data).records_count
+    _same(data, BATCH_HEADER_SIZE, len(data), min(count, 1000))
 
 
 @pytest.mark.parametrize("name", sorted(bad_batches()))
