@@ -29,6 +29,7 @@ from jbod_broker.storage.records import (
     BATCH_HEADER_SIZE,
     Header,
     build_batch,
+    decode_batch,
     parse_header,
     validate_batches,
 )
@@ -70,6 +71,21 @@ def _same(data: bytes, start: int, end: int, count: int) -> None:
         ), "the compiled record_reader differs from its source: rebuild it (make setup)"
 
 
+def _extreme_deltas() -> bytes:
+    """Timestamp deltas of -2**63 and 2**63 - 1: zigzag forms of 2**64 - 1 and 2**64 - 2, past
+    the 64-bit signed ints the compiled walk uses for everything else."""
+    return build_batch(
+        [(None, b"a"), (None, b"b")], base_timestamp=0, timestamps=[-(2**63), 2**63 - 1]
+    )
+
+
+def test_extreme_timestamp_deltas_are_accepted_and_decoded() -> None:
+    data = _extreme_deltas()
+    assert validate_batches(data)
+    _, records = decode_batch(data)
+    assert [r.timestamp for r in records] == [-(2**63), 2**63 - 1]
+
+
 def test_the_source_module_is_the_interpreted_reader() -> None:
     assert str(SOURCE.__file__).endswith("record_reader.py")
     assert not hasattr(SOURCE.walk_records, "__mypyc_attrs__")
@@ -83,6 +99,7 @@ def test_compiled_agrees_on_every_bad_batch_and_on_good_ones() -> None:
         build_batch([(b"key-%d" % i, value) for i in range(16)], base_timestamp=BASE_TS),
         build_batch([(None, b"v" * 10)] * 200, timestamps=list(range(BASE_TS, BASE_TS + 200))),
         build_batch([(b"k", b"v" * 20_000, [Header("h", None), Header("é", b"x")])]),
+        _extreme_deltas(),
     ]
     for data in batches:
         count = parse_header(data).records_count

@@ -119,10 +119,6 @@ _PARTITION_LEADER_EPOCH_OFFSET: Final = 12
 # Kafka's default gzip level (Deflater.DEFAULT_COMPRESSION); 9 costs a lot for little gain.
 _GZIP_LEVEL: Final = 6
 _GZIP_WBITS: Final = 16 + zlib.MAX_WBITS
-# A record needs at least: length, attributes, timestampDelta, offsetDelta, key and value
-# lengths and a header count, one byte each. Used to reject absurd counts before looping.
-_MIN_RECORD_SIZE: Final = 7
-
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 _BATCH_LENGTH: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
@@ -722,7 +718,7 @@ def validate_batches(
             if crc_ok:
                 header = _make_header(f)
                 if check_records:
-                    _walk_batch(_as_bytes(buf), 0, n, header, None)
+                    _walk_batch(buf if type(buf) is bytes else _as_bytes(buf), 0, n, header, None)
                 return [header]
     _, headers, error = _scan(buf, 0, max_batch_bytes, check_records)
     if error is not None:
@@ -777,30 +773,23 @@ def _walk_batch(
     Uncompressed records are walked where they lie; gzip ones once decompressed. Other codecs
     are refused: a batch this broker cannot decode is not one it may store.
     """
-    count = header.records_count
-    if count < 0:
-        raise CorruptRecordError(f"batch at position {pos} has records count {count}")
-    start = pos + BATCH_HEADER_SIZE
-    data = buf
-    data_end = end
     codec = header.attributes & _COMPRESSION_MASK
-    if codec != NONE:
-        if codec != GZIP:
-            name = _CODEC_NAMES[codec] if codec < len(_CODEC_NAMES) else "unknown"
-            raise InvalidRecordError(
-                f"batch at position {pos} uses compression codec {codec} ({name}), which this "
-                "broker cannot decode: only none and gzip are supported"
-            )
+    if codec == NONE:
+        data = buf
+        start = pos + BATCH_HEADER_SIZE
+    elif codec == GZIP:
         with memoryview(buf) as view:
-            data = _decompress_gzip(view[start:end], pos)
+            data = _decompress_gzip(view[pos + BATCH_HEADER_SIZE : end], pos)
         start = 0
-        data_end = len(data)
-    if count > (data_end - start) // _MIN_RECORD_SIZE:
-        raise CorruptRecordError(
-            f"batch at position {pos} claims {count} records in {data_end - start} bytes"
+        end = len(data)
+    else:
+        name = _CODEC_NAMES[codec] if codec < len(_CODEC_NAMES) else "unknown"
+        raise InvalidRecordError(
+            f"batch at position {pos} uses compression codec {codec} ({name}), which this "
+            "broker cannot decode: only none and gzip are supported"
         )
     try:
-        walk_records(data, start, data_end, count, out)
+        walk_records(data, start, end, header.records_count, out)
     except CorruptRecordError as exc:
         raise CorruptRecordError(f"batch at position {pos}: {exc}") from None
     except IndexError:
