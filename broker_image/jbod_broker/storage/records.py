@@ -8,8 +8,8 @@ The append path only ever needs :func:`validate_batches` (header checks, one CRC
 and, on a leader, a walk over every record that builds no objects) and the two in-place setters
 for the fields the CRC does not cover, which is how Kafka lets a leader assign offsets and epochs
 without re-encoding. Decoding individual records (:func:`decode_batch`) is for tests, tools and
-diagnostics; both go through one record reader, :func:`_walk_records`, so what the broker
-accepts and what a consumer can decode cannot drift apart.
+diagnostics; both go through one record reader, :func:`record_reader.walk_records`, so what the
+broker accepts and what a consumer can decode cannot drift apart.
 
 Layout (big-endian), offsets from the start of a batch::
 
@@ -43,6 +43,7 @@ from jbod_broker.storage.errors import (
     RecordTooLargeError,
     StorageError,
 )
+from jbod_broker.storage.record_reader import RawRecord, decode_unsigned, walk_records
 
 __all__ = [
     "BATCH_HEADER_SIZE",
@@ -118,10 +119,6 @@ _PARTITION_LEADER_EPOCH_OFFSET: Final = 12
 # Kafka's default gzip level (Deflater.DEFAULT_COMPRESSION); 9 costs a lot for little gain.
 _GZIP_LEVEL: Final = 6
 _GZIP_WBITS: Final = 16 + zlib.MAX_WBITS
-# A record needs at least: length, attributes, timestampDelta, offsetDelta, key and value
-# lengths and a header count, one byte each. Used to reject absurd counts before looping.
-_MIN_RECORD_SIZE: Final = 7
-
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 _BATCH_LENGTH: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
@@ -184,27 +181,16 @@ def encode_varlong(n: int) -> bytes:
 
 
 def _decode_unsigned(buf: Buffer, pos: int, max_bytes: int, bits: int) -> tuple[int, int]:
-    """Read an unsigned LEB128 value of at most ``max_bytes`` bytes.
+    """The record reader's varint rule (:func:`record_reader.decode_unsigned`) on any buffer.
 
-    Kafka silently drops the excess bits of a fifth (tenth) byte; we treat them as corruption
-    because no correct writer produces them and accepting them would make two byte strings
-    decode to the same value.
+    The reader takes ``bytes`` (what it indexes fastest); from a view or a bytearray only the
+    varint's own bytes are copied, so positions in an error then count from the varint.
     """
-    result = 0
-    shift = 0
-    end = len(buf)
-    for _ in range(max_bytes):
-        if pos >= end or pos < 0:
-            raise CorruptRecordError(f"truncated varint at byte {pos}")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            if result >> bits:
-                raise CorruptRecordError(f"varint too long at byte {pos - 1}: exceeds {bits} bits")
-            return result, pos
-        shift += 7
-    raise CorruptRecordError(f"varint too long at byte {pos - 1}: more than {max_bytes} bytes")
+    if type(buf) is bytes:
+        return decode_unsigned(buf, pos, len(buf), max_bytes, bits)
+    window = bytes(buf[pos : pos + max_bytes]) if pos >= 0 else b""
+    value, used = decode_unsigned(window, 0, len(window), max_bytes, bits)
+    return value, pos + used
 
 
 def decode_varint(buf: Buffer, pos: int) -> tuple[int, int]:
@@ -585,6 +571,7 @@ def _scan(
     headers: list[BatchHeader] = []
     end = len(buf)
     unpack = _HEADER.unpack_from
+    data = _as_bytes(buf) if check_records else b""
     with memoryview(buf) as view:
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
@@ -603,7 +590,7 @@ def _scan(
                     header = _make_header(f)
                     if check_records:
                         try:
-                            _walk_batch(view, pos, pos + size, header, None)
+                            _walk_batch(data, pos, pos + size, header, None)
                         except StorageError as e:
                             return pos, headers, e
                     headers.append(header)
@@ -674,7 +661,7 @@ def _scan(
                 )
             if check_records:
                 try:
-                    _walk_batch(view, pos, pos + size, header, None)
+                    _walk_batch(data, pos, pos + size, header, None)
                 except StorageError as e:
                     return pos, headers, e
             headers.append(header)
@@ -727,11 +714,12 @@ def validate_batches(
         f = _HEADER.unpack_from(buf, 0)
         if f[1] + LOG_OVERHEAD == n and _plausible(f, n, n, max_batch_bytes):
             with memoryview(buf) as view:
-                if _crc32c(view[_ATTRIBUTES_OFFSET:]) == f[4]:
-                    header = _make_header(f)
-                    if check_records:
-                        _walk_batch(view, 0, n, header, None)
-                    return [header]
+                crc_ok = _crc32c(view[_ATTRIBUTES_OFFSET:]) == f[4]
+            if crc_ok:
+                header = _make_header(f)
+                if check_records:
+                    _walk_batch(buf if type(buf) is bytes else _as_bytes(buf), 0, n, header, None)
+                return [header]
     _, headers, error = _scan(buf, 0, max_batch_bytes, check_records)
     if error is not None:
         raise error
@@ -765,35 +753,43 @@ def _decompress_gzip(data: memoryview, pos: int) -> bytes:
         raise CorruptRecordError(f"bad gzip data in batch at position {pos}: {exc}") from exc
 
 
-def _records_data(view: memoryview, pos: int, end: int, codec: int) -> bytes | memoryview:
-    """The records of the batch at ``pos`` (ending at ``end``), decompressed."""
-    body = view[pos + BATCH_HEADER_SIZE : end]
-    if codec == NONE:
-        return body
-    if codec == GZIP:
-        return _decompress_gzip(body, pos)
-    name = _CODEC_NAMES[codec] if codec < len(_CODEC_NAMES) else "unknown"
-    raise InvalidRecordError(
-        f"batch at position {pos} uses compression codec {codec} ({name}), which this broker "
-        "cannot decode: only none and gzip are supported"
-    )
+def _as_bytes(buf: Buffer) -> bytes:
+    """``buf`` as the ``bytes`` the record reader takes: itself, a whole view's bytes, or a copy.
+
+    A produce body is ``bytes``, so the append path never copies here.
+    """
+    if type(buf) is bytes:
+        return buf
+    if type(buf) is memoryview and type(buf.obj) is bytes and buf.nbytes == len(buf.obj):
+        return buf.obj
+    return bytes(buf)
 
 
 def _walk_batch(
-    view: memoryview, pos: int, end: int, header: BatchHeader, out: list[Record] | None
+    buf: bytes, pos: int, end: int, header: BatchHeader, out: list[RawRecord] | None
 ) -> None:
-    """Check (and with ``out``, decode) every record of the batch at ``pos``."""
-    count = header.records_count
-    if count < 0:
-        raise CorruptRecordError(f"batch at position {pos} has records count {count}")
-    data = _records_data(view, pos, end, header.attributes & _COMPRESSION_MASK)
-    if count > len(data) // _MIN_RECORD_SIZE:
-        raise CorruptRecordError(
-            f"batch at position {pos} claims {count} records in {len(data)} bytes"
+    """Check (and with ``out``, decode) every record of the batch at ``pos`` (ending at ``end``).
+
+    Uncompressed records are walked where they lie; gzip ones once decompressed. Other codecs
+    are refused: a batch this broker cannot decode is not one it may store.
+    """
+    codec = header.attributes & _COMPRESSION_MASK
+    if codec == NONE:
+        data = buf
+        start = pos + BATCH_HEADER_SIZE
+    elif codec == GZIP:
+        with memoryview(buf) as view:
+            data = _decompress_gzip(view[pos + BATCH_HEADER_SIZE : end], pos)
+        start = 0
+        end = len(data)
+    else:
+        name = _CODEC_NAMES[codec] if codec < len(_CODEC_NAMES) else "unknown"
+        raise InvalidRecordError(
+            f"batch at position {pos} uses compression codec {codec} ({name}), which this "
+            "broker cannot decode: only none and gzip are supported"
         )
-    log_append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
     try:
-        _walk_records(data, count, header.base_offset, header.base_timestamp, log_append_time, out)
+        walk_records(data, start, end, header.records_count, out)
     except CorruptRecordError as exc:
         raise CorruptRecordError(f"batch at position {pos}: {exc}") from None
     except IndexError:
@@ -815,139 +811,27 @@ def decode_batch(
             f"(only {MAGIC_V2} is supported)"
         )
     end = _batch_end(buf, pos)
-    records: list[Record] = []
-    with memoryview(buf) as view:
-        if view.format != "B" or view.ndim != 1:
-            view = view.cast("B")
-        if verify_crc:
+    data = _as_bytes(buf)
+    if verify_crc:
+        with memoryview(data) as view:
             actual = _crc32c(view[pos + _ATTRIBUTES_OFFSET : end])
-            if actual != header.crc:
-                raise CorruptRecordError(
-                    f"CRC mismatch in batch at position {pos}: expected 0x{header.crc:08x}, "
-                    f"computed 0x{actual:08x}"
-                )
-        _walk_batch(view, pos, end, header, records)
-    return header, records
-
-
-def _read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
-    b = data[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    return decode_varint(data, pos)
-
-
-def _read_bytes(
-    data: bytes | memoryview, pos: int, limit: int, what: str
-) -> tuple[bytes | None, int]:
-    length, pos = _read_varint(data, pos)
-    if length < 0:
-        if length != -1:
-            raise CorruptRecordError(f"invalid {what} length {length}")
-        return None, pos
-    new_pos = pos + length
-    if new_pos > limit:
-        raise CorruptRecordError(f"{what} of {length} bytes overruns its record")
-    return bytes(data[pos:new_pos]), new_pos
-
-
-def _varint_slow(data: bytes | memoryview, pos: int, b: int) -> tuple[int, int]:
-    """A varint whose first byte ``b`` (at ``pos``) has its continuation bit set."""
-    b2 = data[pos + 1]
-    if b2 < 0x80:  # two bytes: every length from 64 to 8191, the common case for values
-        z = (b & 0x7F) | (b2 << 7)
-        return (z >> 1) ^ -(z & 1), pos + 2
-    return decode_varint(data, pos)
-
-
-def _walk_records(
-    data: bytes | memoryview,
-    count: int,
-    base_offset: int,
-    base_timestamp: int,
-    log_append_time: int | None,
-    out: list[Record] | None,
-) -> None:
-    """Walk ``count`` records filling ``data`` exactly; with ``out``, decode them into it.
-
-    The one place that reads the record format: :func:`decode_batch` passes a list, the append
-    path's validation passes ``None`` and gets every check without building a single object
-    (single-byte varints, nearly every field of a real record, are read inline). Checks, as
-    Kafka's ``DefaultRecord.readFrom`` plus ``LogValidator``: each record's length covers exactly
-    its fields, every varint ends within 5 (10) bytes, key, value and header lengths are -1 or
-    fit in the record, header keys are non-null UTF-8, the offset delta of record ``i`` is
-    ``i``, and the records end exactly where the data does. An ``IndexError`` means a field ran
-    past the end of the data; the caller reports it as a truncated record.
-    """
-    pos = 0
-    end = len(data)
-    for index in range(count):
-        b = data[pos]
-        length, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_slow(data, pos, b)
-        record_end = pos + length
-        if length < 0 or record_end > end:
-            raise CorruptRecordError(f"record {index} has invalid length {length}")
-        pos += 1  # attributes: unused in v2
-        b = data[pos]
-        if b < 0x80:
-            ts_delta = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            ts_delta, pos = decode_varlong(data, pos)
-        b = data[pos]
-        offset_delta, pos = (
-            ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_slow(data, pos, b)
-        )
-        if offset_delta != index:
-            raise CorruptRecordError(f"record {index} has offset delta {offset_delta}")
-        # Key, then value: -1 is null, anything else must fit in the record.
-        b = data[pos]
-        key_len, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_slow(data, pos, b)
-        key_start = pos
-        if key_len >= 0:
-            pos += key_len
-            if pos > record_end:
-                raise CorruptRecordError(f"record {index}: key of {key_len} bytes overruns it")
-        elif key_len != -1:
-            raise CorruptRecordError(f"record {index}: invalid key length {key_len}")
-        b = data[pos]
-        value_len, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_slow(data, pos, b)
-        value_start = pos
-        if value_len >= 0:
-            pos += value_len
-            if pos > record_end:
-                raise CorruptRecordError(f"record {index}: value of {value_len} bytes overruns it")
-        elif value_len != -1:
-            raise CorruptRecordError(f"record {index}: invalid value length {value_len}")
-        b = data[pos]
-        header_count, pos = (
-            ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_slow(data, pos, b)
-        )
-        headers: tuple[Header, ...] = ()
-        if header_count:
-            # Each header takes at least two bytes, which bounds a corrupt count.
-            if header_count < 0 or header_count * 2 > record_end - pos:
-                raise CorruptRecordError(f"record {index} has invalid header count {header_count}")
-            decoded: list[Header] = []
-            for _ in range(header_count):
-                raw_key, pos = _read_bytes(data, pos, record_end, "header key")
-                if raw_key is None:
-                    raise CorruptRecordError(f"record {index} has a null header key")
-                try:
-                    header_key = raw_key.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise CorruptRecordError(f"record {index} has a non-UTF-8 header key") from exc
-                header_value, pos = _read_bytes(data, pos, record_end, "header value")
-                decoded.append(Header(header_key, header_value))
-            headers = tuple(decoded)
-        if pos != record_end:
+        if actual != header.crc:
             raise CorruptRecordError(
-                f"record {index} declares {length} bytes but its fields end at a different place"
+                f"CRC mismatch in batch at position {pos}: expected 0x{header.crc:08x}, "
+                f"computed 0x{actual:08x}"
             )
-        if out is not None:
-            key = None if key_len < 0 else bytes(data[key_start : key_start + key_len])
-            value = None if value_len < 0 else bytes(data[value_start : value_start + value_len])
-            timestamp = base_timestamp + ts_delta if log_append_time is None else log_append_time
-            out.append(Record(base_offset + offset_delta, timestamp, key, value, headers))
-    if pos != end:
-        raise CorruptRecordError(f"{end - pos} bytes left after the last of {count} records")
+    raw: list[RawRecord] = []
+    _walk_batch(data, pos, end, header, raw)
+    base_offset = header.base_offset
+    base_timestamp = header.base_timestamp
+    append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
+    return header, [
+        Record(
+            base_offset + index,
+            base_timestamp + ts_delta if append_time is None else append_time,
+            key,
+            value,
+            tuple(Header(k, v) for k, v in headers),
+        )
+        for index, (ts_delta, key, value, headers) in enumerate(raw)
+    ]
