@@ -28,6 +28,7 @@ from jbod_operator.models.plan_report import (
 from jbod_operator.models.reassignment import MAX_PARTITIONS
 
 from .arrays import F64, I64, BoolA, ClusterArrays
+from .feasibility import assess
 from .metrics import (
     BalanceFigures,
     broker_spreads_pp,
@@ -361,6 +362,10 @@ def build_plan(
     fb: BalanceFigures = figures(a, used_b, counted, opts.capacity_threshold)
     fa: BalanceFigures = figures(a, used_a, counted, opts.capacity_threshold)
     sz = a.rep_size
+    constraints = check_constraints(
+        a, rb, rd, leader, drain_dir, removed, opts.capacity_threshold, used_a, used_b
+    )
+    fz = assess(a, rd, used_b, used_a, counted, opts, constraints)
     summary = Summary(
         largest_util_before=fb.largest_util,
         largest_util_after=fa.largest_util,
@@ -380,9 +385,16 @@ def build_plan(
         replica_moves_intra_broker=int((moved & ~moved_b).sum()),
         leader_moves=int(leader_changed.sum()),
         partitions_changed=len(parts),
-    )
-    constraints = check_constraints(
-        a, rb, rd, leader, drain_dir, removed, opts.capacity_threshold, used_a, used_b
+        broker_spread_pp_before=fz.broker_spread_pp_before,
+        broker_spread_pp_after=fz.broker_spread_pp_after,
+        disk_spread_pp_before=fz.disk_spread_pp_before,
+        disk_spread_pp_after=fz.disk_spread_pp_after,
+        balance_band_pp=100.0 * opts.dir_balance_tolerance,
+        capacity_threshold_percent=100.0 * opts.capacity_threshold,
+        band_scope=fz.band_scope,
+        feasible=fz.feasible,
+        best_spread_pp=fz.best_spread_pp,
+        infeasible_reasons=fz.reasons,
     )
     brokers: list[BrokerReport] = []
     dirs: list[DirReport] = []
