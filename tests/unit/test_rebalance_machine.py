@@ -279,7 +279,7 @@ def test_the_job_gets_the_planner_s_mode_and_targets() -> None:
         capacityThresholdPercent=75,
         throttleBytesPerSecond=1000,
     )
-    assert plan.job_args(r, 2) == [
+    assert plan.job_args(r, "even-2") == [
         "--mode",
         "remove-dirs",
         "--capacity-threshold",
@@ -310,7 +310,7 @@ def test_pending_stays_while_the_job_runs(edges: list[Edge]) -> None:
 def test_pending_to_proposal_ready_writes_the_proposal(edges: list[Edge]) -> None:
     d = decide(obs(pending(), job=JobView("even-1", JobState.SUCCEEDED), report=report(), waves=1))
     assert edges == [(P.PENDING_PROPOSAL, P.PROPOSAL_READY)]
-    assert d.actions == (CleanupJob("even-1"), WriteProposal("even-1", "even-proposal"))
+    assert d.actions == (WriteProposal("even-1", "even-proposal"), CleanupJob("even-1"))
     p = d.status.proposal
     assert p is not None and p.feasible and p.moves == 3 and p.moves_between_disks == 3
     assert p.worst_spread_after == 1.5 and p.disks[0].utilisation_after == 21.0

@@ -40,6 +40,8 @@ from jbod_broker import wire
 from ..models.common import Condition
 from ..models.plan_report import PlanReport
 from ..models.rebalance import (
+    CHILD_LABEL,
+    CLUSTER_LABEL,
     COMMAND_ANNOTATION,
     MAX_CHILDREN,
     MAX_SUMMARY_ROWS,
@@ -54,11 +56,14 @@ from ..models.rebalance import (
     RebalancePhase,
     RebalanceStatus,
 )
+from ..models.snapshot import ClusterSnapshot
+from ..models.topic import kafka_topic_name
 from .conditions import iso, set_condition
 from .machine import transition
 
 Phase = RebalancePhase
 Command = RebalanceCommand
+TP = tuple[str, int]
 
 PHASE_TRANSITIONS: Mapping[tuple[Phase | None, Phase], str] = {
     (None, Phase.PENDING_PROPOSAL): "accepted: snapshot taken, planning job started",
@@ -268,8 +273,9 @@ def stale(before: Mapping[str, str] | None, now: Mapping[str, str]) -> list[str]
     return out
 
 
-def job_args(rb: Rebalance, plan: int) -> list[str]:
-    """The Spark job's arguments after ``--snapshot``/``--out`` (every launcher passes these)."""
+def job_args(rb: Rebalance, job: str) -> list[str]:
+    """The Spark job's arguments after ``--snapshot``/``--out`` (every launcher passes these);
+    the children's names start with the job's (:func:`job_name`)."""
     spec = rb.spec
     args = [
         "--mode",
@@ -279,7 +285,7 @@ def job_args(rb: Rebalance, plan: int) -> list[str]:
         "--dir-tolerance",
         repr(spec.balance_band_percent / 100.0),
         "--name-prefix",
-        job_name(rb.metadata.name, plan),
+        job,
     ]
     if spec.brokers:
         args += ["--brokers", ",".join(str(b) for b in spec.brokers)]
@@ -445,6 +451,190 @@ def check_spec(rb: Rebalance, cluster: ClusterView) -> list[str]:
 def all_done(planned: Sequence[ChildPlan], children: Mapping[str, ChildView]) -> bool:
     """Every child of the proposal exists and succeeded (the handler then measures)."""
     return all((c := children.get(p.name)) is not None and c.phase == SUCCEEDED for p in planned)
+
+
+# -- the cluster, the proposal's moves and its children (pure parts of the handler) -------
+
+
+def cluster_fingerprint(
+    broker_cluster: Mapping[str, Any], topics: Sequence[Mapping[str, Any]]
+) -> dict[str, str]:
+    """What placement depends on, per object: the BrokerCluster's brokers, racks and disks;
+    each Topic's partitions and where its replicas are (broker and disk). Leaders, ISRs and
+    conditions are left out: they change all the time and move no byte."""
+    spec = broker_cluster.get("spec") or {}
+    out = dict(
+        [
+            fingerprint_of(
+                "BrokerCluster",
+                str(broker_cluster["metadata"]["name"]),
+                [spec.get("replicas"), spec.get("racks"), spec.get("logDirs")],
+            )
+        ]
+    )
+    for t in topics:
+        st = t.get("status") or {}
+        parts = sorted(
+            (
+                int(p["partition"]),
+                [(int(r["brokerId"]), r.get("logDir")) for r in p.get("replicas") or []],
+            )
+            for p in st.get("partitions") or []
+        )
+        key, digest = fingerprint_of(
+            "Topic",
+            kafka_topic_name(t),
+            [
+                (t.get("spec") or {}).get("partitions"),
+                parts,
+                bool(t["metadata"].get("deletionTimestamp")),
+            ],
+        )
+        out[key] = digest
+    return out
+
+
+@dataclass(frozen=True)
+class PlannedMove:
+    """One replica of the proposal changing broker or disk, with its size at the snapshot."""
+
+    topic: str
+    partition: int
+    from_broker: int
+    from_dir: str
+    to_broker: int
+    to_dir: str
+    size_bytes: int
+
+
+def planned_moves(snap: ClusterSnapshot, kafka_plan: Mapping[str, Any]) -> list[PlannedMove]:
+    """The replica moves of a kafka-reassign-partitions plan (``log_dirs`` are paths) against
+    the snapshot it was planned from: a target replica on a broker that did not hold the
+    partition comes from a replica that leaves (in order), sized as the partition's largest."""
+    where: dict[TP, dict[int, tuple[str, int]]] = {}
+    for r in snap.replicas:
+        where.setdefault((r.topic, r.partition), {})[r.broker_id] = (r.log_dir, r.size_bytes)
+    out = []
+    for entry in kafka_plan.get("partitions") or []:
+        key = (str(entry["topic"]), int(entry["partition"]))
+        now = where.get(key, {})
+        size = max((sz for _, sz in now.values()), default=0)
+        targets = [int(b) for b in entry["replicas"]]
+        dirs = list(entry.get("log_dirs") or [wire.ANY_LOG_DIR] * len(targets))
+        leaving = [b for b in now if b not in targets]
+        for b, d in zip(targets, dirs, strict=True):
+            if b in now:
+                src_dir, sz = now[b]
+                if d not in (wire.ANY_LOG_DIR, src_dir):
+                    out.append(PlannedMove(key[0], key[1], b, src_dir, b, d, sz))
+            else:
+                src = leaving.pop(0) if leaving else b
+                src_dir = now.get(src, ("", 0))[0]
+                out.append(PlannedMove(key[0], key[1], src, src_dir, b, d, size))
+    return out
+
+
+def assign_waves(moves: Sequence[PlannedMove]) -> tuple[dict[TP, int], int, list[str]]:
+    """Which wave runs each partition (from 1), how many waves, and the moves no wave can take.
+
+    One wave for now: every child starts at once. This is where the ordering under the
+    capacity threshold (``plan.rebalance_order.order_waves``) plugs in; the rest of the
+    controller already runs any number of waves in turn."""
+    return {(m.topic, m.partition): 1 for m in moves}, (1 if moves else 0), []
+
+
+def waves_document(moves: Sequence[PlannedMove]) -> dict[str, Any]:
+    """``waves.json`` of the proposal ConfigMap: each moving partition's wave and bytes, so the
+    children of a later pass (or another operator) are built the same way."""
+    wave_of, waves, unplaced = assign_waves(moves)
+    sizes: dict[TP, int] = {}
+    for m in moves:
+        sizes[(m.topic, m.partition)] = sizes.get((m.topic, m.partition), 0) + m.size_bytes
+    return {
+        "waves": waves,
+        "partitions": [
+            {"topic": t, "partition": p, "wave": w, "bytes": sizes.get((t, p), 0)}
+            for (t, p), w in sorted(wave_of.items())
+        ],
+        "unplaced": unplaced,
+    }
+
+
+@dataclass(frozen=True)
+class ChildManifest:
+    plan: ChildPlan
+    body: dict[str, Any]
+
+
+def plan_children(
+    rb: Rebalance, manifests: Mapping[str, Any], waves: Mapping[str, Any]
+) -> tuple[list[ChildManifest], int]:
+    """The children of a proposal, split by wave: each manifest of the job (a
+    PartitionReassignment, a LogDirMove) keeps only the entries of one wave, gets the
+    Rebalance's limits and its label; the owner reference is the handler's (it needs the uid)."""
+    n_waves = int(waves.get("waves") or 0)
+    wave_of = {(str(e["topic"]), int(e["partition"])): int(e["wave"]) for e in waves["partitions"]}
+    size_of = {(str(e["topic"]), int(e["partition"])): int(e["bytes"]) for e in waves["partitions"]}
+    out: list[ChildManifest] = []
+    for item in manifests.get("items") or []:
+        kind = str(item["kind"])
+        key = "partitions" if kind == "PartitionReassignment" else "moves"
+        by_wave: dict[int, list[dict[str, Any]]] = {}
+        for e in item["spec"].get(key) or []:
+            tp = (str(e["topic"]), int(e["partition"]))
+            by_wave.setdefault(wave_of.get(tp, 1), []).append(e)
+        for wave, entries in sorted(by_wave.items()):
+            name = str(item["metadata"]["name"])
+            if n_waves > 1:
+                name = f"{name}-w{wave}"
+            spec = {
+                **{k: v for k, v in item["spec"].items() if k != key},
+                key: entries,
+                **child_spec_limits(rb, kind),
+            }
+            labels = {
+                **(item["metadata"].get("labels") or {}),
+                CHILD_LABEL: rb.metadata.name,
+                CLUSTER_LABEL: rb.spec.cluster_name,
+            }
+            body = {
+                "apiVersion": item["apiVersion"],
+                "kind": kind,
+                "metadata": {"name": name, "labels": labels},
+                "spec": spec,
+            }
+            tps = {(str(e["topic"]), int(e["partition"])) for e in entries}
+            planned = sum(size_of.get(tp, 0) for tp in tps)
+            out.append(ChildManifest(ChildPlan(kind, name, wave, planned), body))
+    return out, n_waves
+
+
+def disk_uses(snap: ClusterSnapshot, rb: Rebalance) -> list[DiskUse]:
+    """The snapshot's disks as :func:`measure` reads them: disks being emptied (remove-disks)
+    and the disks of brokers being emptied (remove-brokers) are outside the band."""
+    removed = set(rb.spec.brokers or ()) if rb.spec.mode == RebalanceMode.REMOVE_BROKERS else set()
+    drained = [
+        (d.broker_id, d.log_dir)
+        for d in (rb.spec.log_dirs or ())
+        if rb.spec.mode == RebalanceMode.REMOVE_DISKS
+    ]
+    out = []
+    for d in snap.log_dirs:
+        emptied = any(
+            b == d.broker_id and (wire.refers_to_log_dir(ref, d.path) or ref == d.name)
+            for b, ref in drained
+        )
+        out.append(
+            DiskUse(
+                broker_id=d.broker_id,
+                name=d.name,
+                capacity_bytes=d.capacity_bytes,
+                used_bytes=d.used_bytes,
+                live=d.live,
+                counted=not emptied and d.broker_id not in removed and not d.cordoned,
+            )
+        )
+    return out
 
 
 # -- one pass -----------------------------------------------------------------------------
@@ -641,16 +831,17 @@ def _pending(p: _Pass) -> None:
     if job.state == JobState.RUNNING:
         p.active = True
         return
-    p.actions.append(CleanupJob(job.name))
     if job.state == JobState.FAILED:
+        p.actions.append(CleanupJob(job.name))
         p.to(Phase.NOT_READY, "JobFailed", f"the planning job failed: {job.message}", warn=True)
         return
     if obs.report is None:
+        p.actions.append(CleanupJob(job.name))
         p.to(Phase.NOT_READY, "JobFailed", "the planning job wrote no report", warn=True)
         return
     summary = summarise(obs.report, obs.waves)
     cm = config_map_name(p.name)
-    p.actions.append(WriteProposal(job.name, cm))
+    p.actions += [WriteProposal(job.name, cm), CleanupJob(job.name)]
     p.update(proposal=summary, proposal_config_map=cm)
     if not summary.feasible:
         why = "; ".join(summary.problems) or "the planner found no placement inside the targets"
