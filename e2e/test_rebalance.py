@@ -136,11 +136,12 @@ async def all_on_disk_a(sc: Scenario, tps: list[TopicPartition], brokers: list[i
     )
 
 
-def assert_in_band(st: dict[str, Any], band: float = 4.0) -> None:
-    measured = st["measured"]
-    assert measured, st
-    for m in measured:
-        assert m["spread"] <= band, st
+def assert_in_band(st: dict[str, Any], brokers: set[int], band: float = 4.0) -> None:
+    """Every broker is measured; those in the band's scope are inside it."""
+    measured = {m["brokerId"]: m for m in st["measured"]}
+    assert brokers <= set(measured), st
+    for b in brokers:
+        assert measured[b]["spread"] <= band, st
 
 
 @closes_clients
@@ -198,7 +199,7 @@ async def test_dirs_only_approved_after_a_topic_change_is_replanned_then_ends_in
         await prod.stop()
         await tracker.stop()
     assert "jbod.io/rebalance" not in (rb(sc, "even")["metadata"].get("annotations") or {})
-    assert_in_band(st)
+    assert_in_band(st, {0, 1, 2})
     assert st["progressPercent"] == 100, st
     kids = children(sc, "even")
     assert kids and {k["kind"] for k in kids} == {"LogDirMove"}, kids
@@ -276,7 +277,7 @@ async def test_add_brokers_moves_replicas_onto_an_empty_broker(sc4: Scenario) ->
         timeout=120,
     )
     tracker = LeaderTracker(sc, tps)
-    await fill_bytes(tracker, tps, 2)
+    await fill_bytes(tracker, tps, 5)  # brokers 0-2 at 16%, far from the mean: a move pays
     tracker.start()
     prod = CountingProducer(tracker, tps, timeout_ms=5000)
     prod.start()
@@ -291,7 +292,12 @@ async def test_add_brokers_moves_replicas_onto_an_empty_broker(sc4: Scenario) ->
         await tracker.stop()
     on_3 = [tp for tp in tps if any(r["brokerId"] == 3 for r in sc.state(tp)["replicas"])]
     assert on_3, [sc.state(tp) for tp in tps]
-    assert_in_band(st)
+    # add-brokers balances the disks of the new broker (the planner's scope for the mode):
+    # every broker is measured, broker 3 is inside the band.
+    assert st["proposal"]["bandScope"] == "added", st["proposal"]
+    assert len(st["measured"]) == 4, st
+    assert_in_band(st, {3})
+    assert "over brokers 3 (the mode's scope)" in message(st), st
     assert any(k["kind"] == "PartitionReassignment" for k in children(sc, "grow"))
     await check(sc, tps, prod)
 

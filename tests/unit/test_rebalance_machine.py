@@ -486,6 +486,32 @@ def test_rebalancing_to_not_ready_when_the_disks_measure_outside_the_band(
     assert "broker 2: a disk at 85.0% (threshold 80%)" in msg
 
 
+def test_the_end_state_is_held_to_the_proposal_s_scope(edges: list[Edge]) -> None:
+    """add-brokers balances the new brokers' disks (the planner's scope): the others are
+    measured and reported, and only the threshold holds for them."""
+    r = rb(
+        mode="add-brokers",
+        brokers=[2],
+        status=status_in(
+            P.REBALANCING,
+            wave=2,
+            approved=True,
+            proposal={**plan.summarise(report(), 2).dump(), "bandScope": "added"},
+        ),
+    )
+    kids = {c.name: child(c, "Succeeded") for c in TWO_WAVES}
+    measured = (
+        DiskMeasure(broker_id=0, spread=9.0, largest_utilisation=30.0),
+        DiskMeasure(broker_id=2, spread=2.0, largest_utilisation=20.0),
+    )
+    d = decide(obs(r, planned=TWO_WAVES, waves=2, children=kids, measured=measured))
+    assert edges == [(P.REBALANCING, P.READY)]
+    assert "worst disk spread 2.0 pp over brokers 2 (the mode's scope)" in cond(d)[1]
+    hot = (DiskMeasure(broker_id=0, spread=9.0, largest_utilisation=81.0), measured[1])
+    d = decide(obs(r, planned=TWO_WAVES, waves=2, children=kids, measured=hot))
+    assert d.status.phase == P.NOT_READY and "broker 0: a disk at 81.0%" in cond(d)[1]
+
+
 def test_rebalancing_to_not_ready_when_a_child_failed_cancels_the_rest(edges: list[Edge]) -> None:
     kids = {
         TWO_WAVES[0].name: ChildView(

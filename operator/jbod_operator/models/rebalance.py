@@ -132,8 +132,9 @@ Percent = Annotated[
     ),
 ]
 """0.1 to 100 (whole numbers written as integers: Helm renders a YAML ``4.0`` as ``4``, and the
-chart's copy of the CRD must equal ``crds/``). The CEL rule repeats the minimum: the API server compares a value written as an
-integer (``0``) with the integer part of ``minimum`` and would store it."""
+chart's copy of the CRD must equal ``crds/``). The CEL rule repeats the minimum: the API server
+compares a value written as an integer (``0``) with the integer part of ``minimum`` and would
+store it."""
 
 
 class RebalanceSpec(CamelModel):
@@ -246,6 +247,10 @@ class ProposalSummary(CamelModel):
     largest_utilisation_after: float
     feasible: bool
     """Inside the band with every constraint kept; False: the figures are the best achievable."""
+    band_scope: str = "all"
+    """The brokers the band applies to in this mode (the planner's): ``all``, ``added`` (the
+    new brokers of add-brokers) or ``none`` (remove modes only empty what they name); the end
+    state is held to the same scope."""
     problems: list[str] = Field(default_factory=list)
     brokers: list[BrokerSummary] = Field(default_factory=list)
     disks: list[DiskSummary] = Field(default_factory=list)

@@ -334,6 +334,7 @@ def summarise(report: PlanReport, waves: int) -> ProposalSummary:
         largest_utilisation_before=_pp(s.largest_util_before),
         largest_utilisation_after=_pp(s.largest_util_after),
         feasible=s.feasible and report.ok,
+        band_scope=s.band_scope,
         problems=problems,
         brokers=[
             BrokerSummary(
@@ -393,14 +394,14 @@ def measure(disks: Sequence[DiskUse]) -> tuple[DiskMeasure, ...]:
 
 
 def outside_band(rb: Rebalance, measured: Sequence[DiskMeasure]) -> list[str]:
-    """Every broker whose disks are outside the band or over the threshold, in words."""
+    """Every broker in the band's scope whose disks are outside the band, and every disk over
+    the capacity threshold, in words. The scope is the proposal's (the planner's for the mode):
+    the end state is held to what was proposed, never more and never less."""
     band, limit = rb.spec.balance_band_percent, rb.spec.capacity_threshold_percent
     scope = _band_scope(rb)
     out = []
     for m in measured:
-        if scope is not None and m.broker_id not in scope:
-            continue
-        if m.spread > band + 1e-9:
+        if (scope is None or m.broker_id in scope) and m.spread > band + 1e-9:
             out.append(f"broker {m.broker_id}: disks spread {m.spread:.1f} pp (band {band:g} pp)")
         if m.largest_utilisation > limit + 1e-9:
             out.append(
@@ -411,12 +412,20 @@ def outside_band(rb: Rebalance, measured: Sequence[DiskMeasure]) -> list[str]:
 
 
 def _band_scope(rb: Rebalance) -> frozenset[int] | None:
-    """The brokers the band applies to (None: all). add-brokers balances onto the new ones;
-    remove-brokers and remove-disks only empty what they name, so their scope is the brokers
-    whose disks take the data: all but the removed ones."""
-    if rb.spec.mode == RebalanceMode.ADD_BROKERS:
+    """The brokers the band applies to (None: all), as the proposal says."""
+    proposal = rb.status.proposal if rb.status else None
+    scope = proposal.band_scope if proposal else "all"
+    if scope == "added":
         return frozenset(rb.spec.brokers or ())
+    if scope == "none":
+        return frozenset()
     return None
+
+
+def band_brokers(rb: Rebalance, measured: Sequence[DiskMeasure]) -> list[DiskMeasure]:
+    """The measured brokers the band applies to."""
+    scope = _band_scope(rb)
+    return [m for m in measured if scope is None or m.broker_id in scope]
 
 
 def check_spec(rb: Rebalance, cluster: ClusterView) -> list[str]:
@@ -997,7 +1006,10 @@ def _rebalancing(p: _Pass) -> None:
     out = outside_band(p.rb, obs.measured)
     p.update(measured=list(obs.measured), completion_time=iso(obs.now), eta_seconds=0)
     p.active = False
-    worst = max((m.spread for m in obs.measured), default=0.0)
+    scoped = band_brokers(p.rb, obs.measured)
+    worst = max((m.spread for m in scoped), default=0.0)
+    names = ", ".join(str(m.broker_id) for m in scoped) or "none"
+    where = "" if len(scoped) == len(obs.measured) else f" over brokers {names} (the mode's scope)"
     if out:
         p.to(
             Phase.NOT_READY,
@@ -1010,7 +1022,7 @@ def _rebalancing(p: _Pass) -> None:
     p.to(
         Phase.READY,
         "Ready",
-        f"every child succeeded; measured now: worst disk spread {worst:.1f} pp (band "
+        f"every child succeeded; measured now: worst disk spread {worst:.1f} pp{where} (band "
         f"{p.rb.spec.balance_band_percent:g} pp), every disk under "
         f"{p.rb.spec.capacity_threshold_percent:g}%",
     )
