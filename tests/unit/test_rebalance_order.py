@@ -293,7 +293,7 @@ def test_moves_of_other_resources_and_the_brokers_headroom_count() -> None:
     assert order_waves(tight, moves[1:], threshold=0.8).unscheduled
 
 
-def test_the_choice_at_a_contended_disk_is_undone_when_it_leads_nowhere() -> None:
+def test_at_a_contended_disk_a_move_freeing_contended_room_goes_first() -> None:
     """D has room for one of two 6-byte replicas: u (from E, nothing waits on E) or y (from
     H, which x waits for; x frees G, which w needs to leave D). Taking u first strands the
     cycle D→G→H→D; the order must take y first. Every disk is at 100% except D."""
@@ -317,6 +317,36 @@ def test_the_choice_at_a_contended_disk_is_undone_when_it_leads_nowhere() -> Non
     check(disks, moves, plan, 1.0)
     assert not plan.unscheduled
     assert most_schedulable(disks, list(by_partition(moves).values()), 1.0) == 5
+
+
+def test_a_choice_that_strands_the_rest_is_undone() -> None:
+    """Y has room for 8 bytes; X (above its threshold) sends it 1 and 8 and gets 1 back once
+    it is at 7 or less. Taking the small one first (the usual preference) leaves X at 8 and
+    Y without room for the big one: 1 move of 3. The search goes back on that choice: the big
+    one, then the one back to X, then the small one."""
+    x, y = DiskRef(0, "x"), DiskRef(0, "y")
+    disks = [Disk(0, "x", 10, 9), Disk(0, "y", 100, 72)]
+    moves = [Move("small", 0, x, y, 1), Move("big", 0, x, y, 8), Move("back", 0, y, x, 1)]
+    plan = order_waves(disks, moves, threshold=0.8)
+    check(disks, moves, plan, 0.8)
+    assert [keys(w) for w in plan.waves] == [[("big", 0)], [("back", 0)], [("small", 0)]]
+
+
+def test_a_move_that_fits_now_waits_when_taking_the_room_now_strands_an_earlier_one() -> None:
+    """D (110 bytes, threshold 100%) holds 55: k (1 byte) leaves it for E, j (56) comes from
+    A, m (1) leaves D for A once j left A, v (1) comes from B. The order k, j, m, v fits; v
+    also fits D at once beside k, but then D sits at 55 and j never fits. So v waits."""
+    a, b, d, e = DiskRef(0, "a"), DiskRef(1, "b"), DiskRef(2, "d"), DiskRef(3, "e")
+    disks = [Disk(0, "a", 56, 56), Disk(1, "b", 10, 1), Disk(2, "d", 110, 55), Disk(3, "e", 10, 0)]
+    moves = [
+        Move("k", 0, d, e, 1),
+        Move("j", 0, a, d, 56),
+        Move("m", 0, d, a, 1),
+        Move("v", 0, b, d, 1),
+    ]
+    plan = order_waves(disks, moves, threshold=1.0)
+    check(disks, moves, plan, 1.0)
+    assert [keys(w) for w in plan.waves] == [[("k", 0)], [("j", 0)], [("m", 0)], [("v", 0)]]
 
 
 def test_invalid_moves_are_reported_and_bad_arguments_refused() -> None:
@@ -400,10 +430,11 @@ def random_cluster(
 
 @st.composite
 def clusters(draw: st.DrawFn, max_partitions: int = 7) -> tuple[list[Disk], list[Move], float]:
+    """Replicas on 1-4 brokers of 1-3 dirs, a plan moving some of them, and disks sized around
+    what they hold (some above the threshold, some with little room) so the order matters."""
     brokers = draw(st.integers(1, 4))
     dirs = draw(st.integers(1, 3))
     refs = [DiskRef(b, f"d{k}") for b in range(brokers) for k in range(dirs)]
-    caps = {r: draw(st.integers(40, 300)) for r in refs}
     held: Counter[DiskRef] = Counter()
     moves: list[Move] = []
     for p in range(draw(st.integers(0, max_partitions))):
@@ -426,18 +457,21 @@ def clusters(draw: st.DrawFn, max_partitions: int = 7) -> tuple[list[Disk], list
             else:
                 continue
             moves.append(Move(draw(st.sampled_from(["a", "b"])), p, src, dst, size))
-    disks = [
-        Disk(
-            r.broker_id,
-            r.log_dir,
-            caps[r],
-            held[r] + draw(st.integers(0, 60)),
-            reserved_bytes=draw(st.sampled_from([0, 0, 0, 10, 40])),
-            headroom_bytes=draw(st.sampled_from([0, 0, 0, 5, 30])),
-        )
-        for r in refs
-    ]
     threshold = draw(st.sampled_from([0.5, 0.7, 0.8, 0.85, 0.9, 1.0]))
+    disks = []
+    for r in refs:
+        used = held[r] + draw(st.integers(0, 30))
+        room = draw(st.integers(-20, 120))  # below (or above) the threshold
+        disks.append(
+            Disk(
+                r.broker_id,
+                r.log_dir,
+                max(math.ceil((used + room) / threshold), used, 1),
+                used,
+                reserved_bytes=draw(st.sampled_from([0, 0, 0, 10, 40])),
+                headroom_bytes=draw(st.sampled_from([0, 0, 0, 5, 30])),
+            )
+        )
     return disks, moves, threshold
 
 
