@@ -265,7 +265,7 @@ def order_waves(
     units: list[_Unit] = []
     start = [d.used_bytes + d.reserved_bytes for d in disk_list]
     for key in sorted(groups):
-        group = tuple(sorted(groups[key]))
+        group = tuple(sorted(groups[key], key=_move_key))
         problem = _invalid(group, index, max_moves_per_wave)
         if problem is not None:
             reason, message = problem
@@ -293,8 +293,10 @@ def order_waves(
     left += [units[i] for i in sorted(never)]
     stuck.extend(_blocked(p, left, best.end, threshold, exhaustive))
     return WavePlan(
-        waves=tuple(tuple(sorted(m for i in w for m in p.units[i].moves)) for w in waves),
-        unscheduled=tuple(sorted(stuck, key=lambda s: s.move)),
+        waves=tuple(
+            tuple(sorted((m for i in w for m in p.units[i].moves), key=_move_key)) for w in waves
+        ),
+        unscheduled=tuple(sorted(stuck, key=lambda s: _move_key(s.move))),
         exhaustive=exhaustive or not left,
     )
 
@@ -330,6 +332,13 @@ def _hopeless(
             off[d] -= b
             work.extend(j for j in by_dest[d] if j not in never)
     return never
+
+
+def _move_key(m: Move) -> tuple[str, int, int, str, int, str, int]:
+    """Move's own order, as a plain tuple (sorting dataclasses compares them field by field
+    through generated methods, several times slower on 100,000 moves)."""
+    s, t = m.source, m.target
+    return (m.topic, m.partition, s.broker_id, s.log_dir, t.broker_id, t.log_dir, m.size_bytes)
 
 
 def _invalid(
