@@ -154,6 +154,7 @@ async def observe(
         if job.state == rp.JobState.SUCCEEDED:
             seen.outputs = await launcher.outputs(st.job)
             obs["report"], obs["waves"] = await _read_proposal(pool, ns, rb, seen)
+            obs["unplaced"] = tuple((seen.waves_doc or {}).get("unplaced") or ())
     if phase in (Phase.PROPOSAL_READY, Phase.REBALANCING) and st and st.proposal_config_map:
         cm = await kube.get(CONFIGMAPS, ns, st.proposal_config_map)
         if cm is not None:
@@ -183,8 +184,9 @@ async def observe(
 async def _read_proposal(
     pool: BrokerPool, ns: str, rb: Rebalance, seen: _Seen
 ) -> tuple[PlanReport | None, int]:
-    """The job's report, and the proposal's moves put into waves against the cluster now
-    (the moves' sizes come from a snapshot; the replicas have not moved since the plan)."""
+    """The job's report, and the proposal's moves put into waves (``order_waves``) against a
+    snapshot taken now: the moves' sizes and the disks' use (no replica moved since the plan;
+    what grew since is counted)."""
     try:
         report = PlanReport.model_validate_json(seen.outputs["report.json"])
         kafka = json.loads(seen.outputs["reassignment.json"])
@@ -193,7 +195,9 @@ async def _read_proposal(
         return None, 0
     assert seen.bc is not None
     snap = await _snapshot(pool, ns, rb, seen.bc, seen.topics)
-    seen.waves_doc = rp.waves_document(rp.planned_moves(snap, kafka))
+    seen.waves_doc = rp.waves_document(
+        rp.planned_moves(snap, kafka), snap, rb.spec.capacity_threshold_percent / 100.0
+    )
     return report, int(seen.waves_doc["waves"])
 
 

@@ -58,6 +58,7 @@ from ..models.rebalance import (
 )
 from ..models.snapshot import ClusterSnapshot
 from ..models.topic import kafka_topic_name
+from . import rebalance_order as order
 from .conditions import iso, set_condition
 from .machine import transition
 
@@ -166,6 +167,8 @@ class Observation:
     planned: tuple[ChildPlan, ...] = ()
     """The children of the proposal by wave (from its manifests and the wave ordering)."""
     waves: int = 0
+    unplaced: tuple[str, ...] = ()
+    """Moves of the proposal that no wave can take under the capacity threshold (why each)."""
     children: Mapping[str, ChildView] = field(default_factory=dict)
     """This Rebalance's children that exist, by name."""
     measured: tuple[DiskMeasure, ...] | None = None
@@ -315,11 +318,13 @@ def _pp(util: float) -> float:
     return round(100.0 * util, 2)
 
 
-def summarise(report: PlanReport, waves: int) -> ProposalSummary:
-    """``status.proposal`` from the job's report: the figures a person approves on."""
+def summarise(report: PlanReport, waves: int, unplaced: Sequence[str] = ()) -> ProposalSummary:
+    """``status.proposal`` from the job's report and the wave ordering: the figures a person
+    approves on. Moves no wave can take under the capacity threshold make it infeasible."""
     s = report.summary
     problems = list(s.infeasible_reasons)
     problems += [f"{c.name}: {c.detail}" for c in report.constraints if not c.ok]
+    problems += [f"no order keeps the disks under the threshold for {u}" for u in unplaced[:20]]
     rows = len(report.brokers) > MAX_SUMMARY_ROWS or len(report.dirs) > MAX_SUMMARY_ROWS
     return ProposalSummary(
         plan_id=report.plan_id,
@@ -333,7 +338,7 @@ def summarise(report: PlanReport, waves: int) -> ProposalSummary:
         worst_spread_after=round(s.worst_spread_pp_after, 2),
         largest_utilisation_before=_pp(s.largest_util_before),
         largest_utilisation_after=_pp(s.largest_util_after),
-        feasible=s.feasible and report.ok,
+        feasible=s.feasible and report.ok and not unplaced,
         band_scope=s.band_scope,
         problems=problems,
         brokers=[
@@ -543,19 +548,46 @@ def planned_moves(snap: ClusterSnapshot, kafka_plan: Mapping[str, Any]) -> list[
     return out
 
 
-def assign_waves(moves: Sequence[PlannedMove]) -> tuple[dict[TP, int], int, list[str]]:
-    """Which wave runs each partition (from 1), how many waves, and the moves no wave can take.
+def assign_waves(
+    moves: Sequence[PlannedMove], snap: ClusterSnapshot, threshold: float
+) -> tuple[dict[TP, int], int, list[str]]:
+    """Which wave runs each partition (from 1), how many waves, and the moves no wave can take
+    (in words): ``plan.rebalance_order.order_waves`` over the snapshot's disks, so no disk goes
+    over ``threshold`` (a fraction) at any point of the execution."""
+    disks = [
+        order.Disk(
+            broker_id=d.broker_id,
+            log_dir=d.path,
+            capacity_bytes=d.capacity_bytes,
+            used_bytes=d.used_bytes,
+        )
+        for d in snap.log_dirs
+    ]
+    plan = order.order_waves(
+        disks,
+        [
+            order.Move(
+                topic=m.topic,
+                partition=m.partition,
+                source=order.DiskRef(m.from_broker, m.from_dir),
+                target=order.DiskRef(m.to_broker, m.to_dir),
+                size_bytes=m.size_bytes,
+            )
+            for m in moves
+        ],
+        threshold=threshold,
+    )
+    wave_of = {(m.topic, m.partition): i for i, wave in enumerate(plan.waves, 1) for m in wave}
+    unplaced = sorted({f"{u.move.topic}-{u.move.partition}: {u.message}" for u in plan.unscheduled})
+    return wave_of, len(plan.waves), unplaced
 
-    One wave for now: every child starts at once. This is where the ordering under the
-    capacity threshold (``plan.rebalance_order.order_waves``) plugs in; the rest of the
-    controller already runs any number of waves in turn."""
-    return {(m.topic, m.partition): 1 for m in moves}, (1 if moves else 0), []
 
-
-def waves_document(moves: Sequence[PlannedMove]) -> dict[str, Any]:
+def waves_document(
+    moves: Sequence[PlannedMove], snap: ClusterSnapshot, threshold: float
+) -> dict[str, Any]:
     """``waves.json`` of the proposal ConfigMap: each moving partition's wave and bytes, so the
     children of a later pass (or another operator) are built the same way."""
-    wave_of, waves, unplaced = assign_waves(moves)
+    wave_of, waves, unplaced = assign_waves(moves, snap, threshold)
     sizes: dict[TP, int] = {}
     for m in moves:
         sizes[(m.topic, m.partition)] = sizes.get((m.topic, m.partition), 0) + m.size_bytes
@@ -591,7 +623,8 @@ def plan_children(
         by_wave: dict[int, list[dict[str, Any]]] = {}
         for e in item["spec"].get(key) or []:
             tp = (str(e["topic"]), int(e["partition"]))
-            by_wave.setdefault(wave_of.get(tp, 1), []).append(e)
+            if tp in wave_of:  # a partition no wave can take is never run
+                by_wave.setdefault(wave_of[tp], []).append(e)
         for wave, entries in sorted(by_wave.items()):
             name = str(item["metadata"]["name"])
             if n_waves > 1:
@@ -848,7 +881,7 @@ def _pending(p: _Pass) -> None:
         p.actions.append(CleanupJob(job.name))
         p.to(Phase.NOT_READY, "JobFailed", "the planning job wrote no report", warn=True)
         return
-    summary = summarise(obs.report, obs.waves)
+    summary = summarise(obs.report, obs.waves, obs.unplaced)
     cm = config_map_name(p.name)
     p.actions += [WriteProposal(job.name, cm), CleanupJob(job.name)]
     p.update(proposal=summary, proposal_config_map=cm)
