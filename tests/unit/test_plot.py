@@ -51,3 +51,9 @@ def test_a_large_cluster_is_drawn_as_markers_at_a_bounded_width() -> None:
     w, h = ihdr_size(plot_png(p.report))
     assert (w, h) == (round(width_inches(len(p.report.dirs)) * DPI), round(HEIGHT_IN * DPI))
     assert w <= 24 * DPI
+
+
+def test_a_report_without_disks_still_draws() -> None:
+    """Plans built without per-disk rows (``build_plan(with_dirs=False)``) have an empty chart."""
+    report = plan_directory_balance(demo_snapshot()).report.model_copy(update={"dirs": []})
+    assert ihdr_size(plot_png(report)) == (round(width_inches(0) * DPI), round(HEIGHT_IN * DPI))
