@@ -91,7 +91,7 @@ class Summary(CamelModel):
     band_scope: str = "all"
     """Which brokers the band applies to in this mode: ``all``, ``added`` (the new brokers of
     add-brokers) or ``none`` (the drain and targeted modes only empty or relieve)."""
-    feasible: bool = True
+    feasible: bool
     """The plan reaches the targets (band, capacity threshold) and keeps every hard constraint.
     When false, ``best_spread_pp`` is the spread it does reach and ``infeasible_reasons`` say
     why no better one was reached: never a target the plan does not meet."""
