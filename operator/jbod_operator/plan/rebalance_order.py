@@ -111,13 +111,15 @@ class Disk:
         return DiskRef(self.broker_id, self.log_dir)
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True)
 class Move:
-    """One replica of a partition leaving ``source`` for ``target`` (same broker: intra)."""
+    """One replica of a partition leaving ``source`` for ``target`` (same broker: intra), or,
+    with no ``source``, a new replica (the replication factor grows): bytes come to ``target``
+    and leave no disk."""
 
     topic: str
     partition: int
-    source: DiskRef
+    source: DiskRef | None
     target: DiskRef
     size_bytes: int
 
@@ -127,7 +129,7 @@ class Move:
 
     @property
     def intra_broker(self) -> bool:
-        return self.source.broker_id == self.target.broker_id
+        return self.source is not None and self.source.broker_id == self.target.broker_id
 
 
 class StuckReason(StrEnum):
@@ -337,7 +339,7 @@ def _hopeless(
 def _move_key(m: Move) -> tuple[str, int, int, str, int, str, int]:
     """Move's own order, as a plain tuple (sorting dataclasses compares them field by field
     through generated methods, several times slower on 100,000 moves)."""
-    s, t = m.source, m.target
+    s, t = m.source or DiskRef(-1, ""), m.target
     return (m.topic, m.partition, s.broker_id, s.log_dir, t.broker_id, t.log_dir, m.size_bytes)
 
 
@@ -347,12 +349,15 @@ def _invalid(
     name = f"{group[0].topic}-{group[0].partition}"
     for m in group:
         for ref in (m.source, m.target):
-            if ref not in index:
+            if ref is not None and ref not in index:
                 return StuckReason.UNKNOWN_DISK, f"{name}: {ref} is not a known log dir"
         if m.source == m.target:
             return StuckReason.SAME_DISK, f"{name}: source and target are both {m.source}"
-    for side in ("source", "target"):
-        brokers = [getattr(m, side).broker_id for m in group]
+    for side, refs in (
+        ("source", [m.source for m in group]),
+        ("target", [m.target for m in group]),
+    ):
+        brokers = [r.broker_id for r in refs if r is not None]
         twice = sorted({b for b in brokers if brokers.count(b) > 1})
         if twice:
             return (
@@ -375,9 +380,11 @@ def _unit(
     outs: dict[int, int] = defaultdict(int)
     for m in group:
         ins[index[m.target]] += m.size_bytes
-        outs[index[m.source]] += m.size_bytes
+        if m.source is not None:
+            outs[index[m.source]] += m.size_bytes
     fullest = max(
-        (start[d] / disks[d].capacity_bytes if disks[d].capacity_bytes else math.inf) for d in outs
+        (start[d] / disks[d].capacity_bytes if disks[d].capacity_bytes else math.inf for d in outs),
+        default=0.0,  # only new replicas: frees nothing
     )
     size = sum(m.size_bytes for m in group)
     net = {d: ins.get(d, 0) - outs.get(d, 0) for d in set(ins) | set(outs)}
