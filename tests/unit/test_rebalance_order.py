@@ -174,6 +174,7 @@ def test_swap_of_two_full_disks_through_a_third() -> None:
     check(disks, moves, plan, 0.8)
     assert [keys(w) for w in plan.waves] == [[("t", 2)], [("t", 1)], [("t", 0)]]
     assert not plan.unscheduled and plan.exhaustive
+    assert plan.wave_of() == {("t", 2): 1, ("t", 1): 2, ("t", 0): 3}
 
 
 def test_drain_of_a_disk_to_remove_goes_first() -> None:

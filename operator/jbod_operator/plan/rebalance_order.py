@@ -36,6 +36,12 @@ dead end is undone (depth-first, dead sets remembered), within a work budget tha
 the plan's size only, so the answer is deterministic. The moves left when no order fits (a true
 deadlock when the search was exhaustive) are reported with the disks and bytes that block them.
 
+**Using it.** The caller passes every disk of the cluster (a path or name, the same string in
+disks and moves), the plan's moves and the threshold as a fraction. Between waves it may call
+again with fresh figures (describe-log-dirs' used and reserved bytes) for the moves not yet
+run: a source's old folder is deleted in the background after its move ends, so the room a
+wave frees can come later than the wave's end, and fresh figures see that.
+
 The order found runs one unit at a time; waves pack it: a unit joins the current wave only if
 the wave's peaks fit and every unit left for later still fits at its turn with the bytes
 brought forward (the check is the order's own peaks plus what joined early), so the rest of the
@@ -180,6 +186,10 @@ class WavePlan:
     @property
     def scheduled(self) -> tuple[Move, ...]:
         return tuple(m for wave in self.waves for m in wave)
+
+    def wave_of(self) -> dict[tuple[str, int], int]:
+        """The wave (numbered from 1) of each scheduled partition."""
+        return {(m.topic, m.partition): n for n, w in enumerate(self.waves, 1) for m in w}
 
 
 def disk_ceiling(disk: Disk, threshold: float) -> int:
