@@ -243,6 +243,21 @@ def test_deadlock_is_reported_with_the_disks_and_bytes_that_block() -> None:
     assert "no order of the plan" in stuck[("t", 0)].message
 
 
+def test_a_deadlock_among_many_other_moves_is_still_proven() -> None:
+    """The same swap beside 3,000 moves of a crowded cluster: the search over the crowd (which
+    may end on its budget) is kept apart from the swap's two disks, so the swap is still
+    reported as a true deadlock."""
+    disks, moves = random_cluster(random.Random(7), brokers=12, dirs=5, partitions=3000, fill=0.8)
+    a, b = DiskRef(900, "a"), DiskRef(901, "b")
+    disks += [disk(a, 80), disk(b, 80)]
+    moves += [Move("swap", 0, a, b, 30), Move("swap", 1, b, a, 30)]
+    plan = order_waves(disks, moves, threshold=0.8, max_moves_per_wave=200)
+    check(disks, moves, plan, 0.8, cap=200)
+    swap = [u for u in plan.unscheduled if u.move.topic == "swap"]
+    assert len(swap) == 2
+    assert all("no order of the plan gives it room" in u.message for u in swap)
+
+
 def test_a_partitions_replicas_stay_in_one_wave() -> None:
     """t-0 moves two replicas: one to x (room now), one to y (room only after y's drain). Both
     go together, in the wave after the drain."""

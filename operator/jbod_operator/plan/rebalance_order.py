@@ -33,8 +33,11 @@ first (drains free the room later waves use), and only chooses where disks are c
 unit that frees room on a contended disk before one that only fills one (chains and cycles,
 A→B while B→A, resolve when the threshold leaves room for one step). A choice that leads to a
 dead end is undone (depth-first, dead sets remembered), within a work budget that depends on
-the plan's size only, so the answer is deterministic. The moves left when no order fits (a true
-deadlock when the search was exhaustive) are reported with the disks and bytes that block them.
+the plan's size only, so the answer is deterministic. Disks that no move links are independent:
+each group of linked disks is searched on its own (a deadlock in one spends no budget of the
+others and is proven as such) and the groups' orders are merged by priority. The moves left
+when no order fits (a true deadlock when the search of their group was exhaustive) are
+reported with the disks and bytes that block them.
 
 **Using it.** The caller passes every disk of the cluster (a path or name, the same string in
 disks and moves), the plan's moves and the threshold as a fraction. Between waves it may call
@@ -70,6 +73,10 @@ __all__ = [
     "disk_ceiling",
     "order_waves",
 ]
+
+COMPONENT_WORK = 3_000
+"""The least budget of a group of linked disks, so a small group is searched to the end even
+in a large plan."""
 
 SEARCH_WORK = 60_000
 """The search's budget in unit-steps (a run costs one per partition of the plan, a bound as
@@ -265,10 +272,10 @@ def order_waves(
         raise ValueError(f"max_moves_per_wave must be >= 1, got {max_moves_per_wave}")
     disk_list = sorted(dirs, key=lambda d: d.ref)
     index: dict[DiskRef, int] = {}
-    for i, d in enumerate(disk_list):
-        if d.ref in index:
-            raise ValueError(f"{d.ref} is listed twice")
-        index[d.ref] = i
+    for i, known in enumerate(disk_list):
+        if known.ref in index:
+            raise ValueError(f"{known.ref} is listed twice")
+        index[known.ref] = i
 
     stuck: list[Unscheduled] = []
     groups: dict[tuple[str, int], list[Move]] = defaultdict(list)
@@ -287,30 +294,105 @@ def order_waves(
 
     ceiling = [disk_ceiling(d, threshold) for d in disk_list]
     never = _hopeless(units, start, ceiling, range(len(units)))
-    p = _Problem(
-        disks=disk_list,
-        ceiling=ceiling,
-        start=start,
-        units=[u for i, u in enumerate(units) if i not in never],
-        by_dest=[[] for _ in disk_list],
-    )
-    for i, u in enumerate(p.units):
-        for k, _ in u.ins:
-            p.by_dest[k].append(i)
+    alive = [u for i, u in enumerate(units) if i not in never]
+    whole = _problem(disk_list, ceiling, start, alive)
+    # disks no move links are independent: each group of linked ones is searched on its own
+    # (a deadlock in one never spends the budget of the others)
+    total = sum(len(u.moves) for u in alive) + 1
+    end = list(start)
+    orders: list[list[int]] = []
+    left: list[tuple[_Unit, bool]] = [(units[i], True) for i in sorted(never)]
+    comps = _components(alive, len(disk_list))
+    for comp in comps:
+        if len(comps) == 1:  # one group (most plans across brokers): no renumbering
+            local, sub = list(range(len(disk_list))), whole
+        else:
+            local = sorted({d for i in comp for d, _ in alive[i].ins + alive[i].outs})
+            pos = {d: k for k, d in enumerate(local)}
+            sub = _problem(
+                [disk_list[d] for d in local],
+                [ceiling[d] for d in local],
+                [start[d] for d in local],
+                [_remap(alive[i], pos) for i in comp],
+            )
+        size = sum(len(alive[i].moves) for i in comp)
+        best, proven = _search(sub, max(COMPONENT_WORK, SEARCH_WORK * size // total))
+        orders.append([comp[k] for k in best.order])
+        for k, d in enumerate(local):
+            end[d] = best.end[k]
+        done = set(best.order)
+        left += [(alive[comp[k]], proven) for k in range(len(comp)) if k not in done]
 
-    best, exhaustive = _search(p)
-    waves = _pack(p, best.order, max_moves_per_wave)
-    done = set(best.order)
-    left = [u for i, u in enumerate(p.units) if i not in done]
-    left += [units[i] for i in sorted(never)]
-    stuck.extend(_blocked(p, left, best.end, threshold, exhaustive))
+    waves = _pack(whole, _merge(orders, alive), max_moves_per_wave)
+    stuck.extend(_blocked(whole, left, end, threshold))
     return WavePlan(
         waves=tuple(
-            tuple(sorted((m for i in w for m in p.units[i].moves), key=_move_key)) for w in waves
+            tuple(sorted((m for i in w for m in alive[i].moves), key=_move_key)) for w in waves
         ),
         unscheduled=tuple(sorted(stuck, key=lambda s: _move_key(s.move))),
-        exhaustive=exhaustive or not left,
+        exhaustive=all(proven for _, proven in left),
     )
+
+
+def _problem(
+    disks: list[Disk], ceiling: list[int], start: list[int], units: list[_Unit]
+) -> _Problem:
+    p = _Problem(disks, ceiling, start, units, [[] for _ in disks])
+    for i, u in enumerate(units):
+        for k, _ in u.ins:
+            p.by_dest[k].append(i)
+    return p
+
+
+def _components(units: Sequence[_Unit], n_disks: int) -> list[list[int]]:
+    """Units grouped by the disks they link (union-find), each group in unit order, groups in
+    the order of their first unit; units that move no byte form one group of their own."""
+    parent = list(range(n_disks))
+
+    def root(d: int) -> int:
+        while parent[d] != d:
+            parent[d] = parent[parent[d]]
+            d = parent[d]
+        return d
+
+    for u in units:
+        ds = [d for d, _ in u.ins + u.outs]
+        for d in ds[1:]:
+            a, b = root(ds[0]), root(d)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[int]] = {}
+    for i, u in enumerate(units):
+        ds = [d for d, _ in u.ins + u.outs]
+        groups.setdefault(root(ds[0]) if ds else -1, []).append(i)
+    return sorted(groups.values(), key=lambda g: g[0])
+
+
+def _remap(u: _Unit, pos: dict[int, int]) -> _Unit:
+    """The unit with disk indices local to its group."""
+    return _Unit(
+        moves=u.moves,
+        ins=tuple((pos[d], b) for d, b in u.ins),
+        outs=tuple((pos[d], b) for d, b in u.outs),
+        rises=tuple((pos[d], b) for d, b in u.rises),
+        priority=u.priority,
+        choice=u.choice,
+    )
+
+
+def _merge(orders: list[list[int]], units: Sequence[_Unit]) -> list[int]:
+    """One order from the groups' orders: each group's kept, the next unit always the one with
+    the best priority among the groups' next ones (the groups share no disk, so any
+    interleaving is as valid, and this one keeps drains of the fullest disks early)."""
+    heap = [(units[o[0]].priority, g, 0) for g, o in enumerate(orders) if o]
+    heapq.heapify(heap)
+    out: list[int] = []
+    while heap:
+        _, g, k = heapq.heappop(heap)
+        out.append(orders[g][k])
+        if k + 1 < len(orders[g]):
+            heapq.heappush(heap, (units[orders[g][k + 1]].priority, g, k + 1))
+    return out
 
 
 def _hopeless(
@@ -411,7 +493,7 @@ def _unit(
 # -- the search ------------------------------------------------------------------------------
 
 
-def _search(p: _Problem) -> tuple[_Run, bool]:
+def _search(p: _Problem, budget: int) -> tuple[_Run, bool]:
     """Depth-first over the choices at contended disks, re-running from the start with the
     next choice (memory stays linear), pruning a choice that cannot schedule more units than
     the best run so far (:func:`_hopeless` bounds it); returns the best run and whether the
@@ -434,7 +516,7 @@ def _search(p: _Problem) -> tuple[_Run, bool]:
             dead.add(run.masks[depth])
         if depth == 0:
             return best, True
-        if work >= SEARCH_WORK:
+        if work >= budget:
             return best, False
         choices = run.choices[:depth]
         choices[-1] += 1
@@ -604,21 +686,22 @@ def _pack(p: _Problem, order: list[int], cap: int | None) -> list[list[int]]:
 
 
 def _blocked(
-    p: _Problem, left: list[_Unit], end: list[int], threshold: float, exhaustive: bool
+    p: _Problem, left: list[tuple[_Unit, bool]], end: list[int], threshold: float
 ) -> list[Unscheduled]:
     """Each stuck move with the disks that cannot take its partition's bytes at the end of the
-    last wave, and what stuck moves would take off them (a cycle waits on itself)."""
+    last wave, and what stuck moves would take off them (a cycle waits on itself). The flag
+    says whether the search proved that no order runs it."""
     leaving: dict[int, int] = defaultdict(int)
-    for u in left:
+    for u, _ in left:
         for d, b in u.outs:
             leaving[d] += b
-    why = (
-        "no order of the plan gives it room"
-        if exhaustive
-        else "no order giving it room was found within the search budget"
-    )
     out: list[Unscheduled] = []
-    for u in left:
+    for u, proven in left:
+        why = (
+            "no order of the plan gives it room"
+            if proven
+            else "no order giving it room was found within the search budget"
+        )
         blockers: list[Blocker] = []
         parts: list[str] = []
         for d, b in u.ins:
