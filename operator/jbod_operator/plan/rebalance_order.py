@@ -30,13 +30,13 @@ every byte still to come into it; a unit all of whose destinations are safe can 
 without ever costing another unit its place (running it first keeps any order that existed
 valid), and a disk, once safe, stays safe. So the search runs safe units, fullest source disk
 first (drains free the room later waves use), and only chooses where disks are contended: a
-unit that frees room on a contended disk before one that only fills one (chains and cycles,
-A→B while B→A, resolve when the threshold leaves room for one step). A choice that leads to a
-dead end is undone (depth-first, dead sets remembered), within a work budget that depends on
-the plan's size only, so the answer is deterministic. Disks that no move links are independent:
-each group of linked disks is searched on its own (a deadlock in one spends no budget of the
-others and is proven as such) and the groups' orders are merged by priority. The moves left
-when no order fits (a true deadlock when the search of their group was exhaustive) are
+unit that frees room on a contended disk first, then the smallest, as more of them fit (chains
+and cycles, A→B while B→A, resolve when the threshold leaves room for one step). A choice that
+leads to a dead end is undone (depth-first, dead sets remembered), within a work budget that
+depends on the plan's size only, so the answer is deterministic. Disks that no move links are
+independent: each group of linked disks is searched on its own (a deadlock in one spends no
+budget of the others and is proven as such) and the groups' orders are merged by priority. The
+moves left when no order fits (a true deadlock when the search of their group was exhaustive) are
 reported with the disks and bytes that block them.
 
 **Using it.** The caller passes every disk of the cluster (a path or name, the same string in
