@@ -23,6 +23,9 @@ from jbod_operator.plan.rebalance_order import (
     WavePlan,
     order_waves,
 )
+from jbod_spark.options import Mode, PlanOptions
+from jbod_spark.planner import plan as make_plan
+from jbod_spark.synthetic import synthetic_cluster, to_snapshot
 
 # -- the independent checker ------------------------------------------------------------------
 
@@ -43,7 +46,8 @@ def simulate(disks: Sequence[Disk], plan: WavePlan, threshold: float) -> dict[Di
         going: Counter[DiskRef] = Counter()
         for m in wave:
             coming[m.target] += m.size_bytes
-            going[m.source] += m.size_bytes
+            if m.source is not None:  # a new replica leaves no disk
+                going[m.source] += m.size_bytes
         for ref, b in coming.items():
             if b > 0:  # mid-wave every incoming byte is there and nothing has left yet
                 assert held[ref] + b <= limit(by_ref[ref], threshold), (
@@ -87,7 +91,8 @@ def most_schedulable(
             if done >> k & 1:
                 for m in g:
                     held[m.target] += m.size_bytes
-                    held[m.source] -= m.size_bytes
+                    if m.source is not None:
+                        held[m.source] -= m.size_bytes
         return held
 
     seen = {0}
@@ -169,6 +174,7 @@ def test_swap_of_two_full_disks_through_a_third() -> None:
     check(disks, moves, plan, 0.8)
     assert [keys(w) for w in plan.waves] == [[("t", 2)], [("t", 1)], [("t", 0)]]
     assert not plan.unscheduled and plan.exhaustive
+    assert plan.wave_of() == {("t", 2): 1, ("t", 1): 2, ("t", 0): 3}
 
 
 def test_drain_of_a_disk_to_remove_goes_first() -> None:
@@ -235,6 +241,21 @@ def test_deadlock_is_reported_with_the_disks_and_bytes_that_block() -> None:
     assert stuck[("t", 0)].reason is StuckReason.NO_ROOM
     assert "broker 1 dir b" in stuck[("t", 0)].message
     assert "no order of the plan" in stuck[("t", 0)].message
+
+
+def test_a_deadlock_among_many_other_moves_is_still_proven() -> None:
+    """The same swap beside 3,000 moves of a crowded cluster: the search over the crowd (which
+    may end on its budget) is kept apart from the swap's two disks, so the swap is still
+    reported as a true deadlock."""
+    disks, moves = random_cluster(random.Random(7), brokers=12, dirs=5, partitions=3000, fill=0.8)
+    a, b = DiskRef(900, "a"), DiskRef(901, "b")
+    disks += [disk(a, 80), disk(b, 80)]
+    moves += [Move("swap", 0, a, b, 30), Move("swap", 1, b, a, 30)]
+    plan = order_waves(disks, moves, threshold=0.8, max_moves_per_wave=200)
+    check(disks, moves, plan, 0.8, cap=200)
+    swap = [u for u in plan.unscheduled if u.move.topic == "swap"]
+    assert len(swap) == 2
+    assert all("no order of the plan gives it room" in u.message for u in swap)
 
 
 def test_a_partitions_replicas_stay_in_one_wave() -> None:
@@ -349,6 +370,18 @@ def test_a_move_that_fits_now_waits_when_taking_the_room_now_strands_an_earlier_
     assert [keys(w) for w in plan.waves] == [[("k", 0)], [("j", 0)], [("m", 0)], [("v", 0)]]
 
 
+def test_a_new_replica_counts_at_its_target_only() -> None:
+    """The replication factor grows: t-0 gets a third replica on C (no disk loses it) and
+    moves one from A to B. C has room for 30 once u-0 left it; B has room at once."""
+    disks = [disk(A, 50), disk(B, 0), disk(C, 70), disk(D, 0)]
+    moves = [Move("t", 0, None, C, 30), Move("t", 0, A, B, 30), Move("u", 0, C, D, 20)]
+    plan = order_waves(disks, moves, threshold=0.8)
+    held = check(disks, moves, plan, 0.8)
+    assert [keys(w) for w in plan.waves] == [[("u", 0)], [("t", 0)]]
+    assert held == {A: 20, B: 30, C: 80, D: 20}
+    assert not Move("t", 0, None, C, 1).intra_broker and Move("t", 0, C, C, 1).intra_broker
+
+
 def test_invalid_moves_are_reported_and_bad_arguments_refused() -> None:
     disks = [disk(A, 0), disk(B, 0)]
     moves = [
@@ -357,6 +390,8 @@ def test_invalid_moves_are_reported_and_bad_arguments_refused() -> None:
         Move("t", 2, A, B, 1),
         Move("t", 2, A, DiskRef(1, "b"), 2),  # the same replica twice
         Move("t", 3, A, B, 1),
+        Move("t", 4, None, B, 1),
+        Move("t", 4, None, B, 2),  # two new replicas on one broker
     ]
     plan = order_waves(disks, moves, threshold=0.8)
     check(disks, moves, plan, 0.8)
@@ -365,6 +400,7 @@ def test_invalid_moves_are_reported_and_bad_arguments_refused() -> None:
         (0, StuckReason.UNKNOWN_DISK),
         (1, StuckReason.SAME_DISK),
         (2, StuckReason.CONFLICTING_MOVES),
+        (4, StuckReason.CONFLICTING_MOVES),
     }
     assert [keys(w) for w in plan.waves] == [[("t", 3)]]
     for bad in (0, 80, -0.1, math.nan):
@@ -387,6 +423,29 @@ def test_a_large_plan_keeps_every_rule() -> None:
     plan = order_waves(disks, moves, threshold=0.8, max_moves_per_wave=200)
     check(disks, moves, plan, 0.8, cap=200)
     assert len(plan.scheduled) > len(moves) * 0.9
+
+
+@pytest.mark.parametrize(("seed", "mode"), [(1, Mode.FULL), (2, Mode.DIRS_ONLY), (3, Mode.FULL)])
+def test_the_planners_plans_run_whole_under_the_threshold(seed: int, mode: Mode) -> None:
+    """What the Rebalance will order: the planner's plans for skewed synthetic clusters (dirs
+    named by path, as in its reassignment JSON), in waves of at most 25 moves."""
+    snap = to_snapshot(synthetic_cluster(seed, 8, 4, 2400))
+    planned = make_plan(snap, PlanOptions(mode=mode, capacity_threshold=0.8))
+    disks = [Disk(d.broker_id, d.path, d.capacity_bytes, d.used_bytes) for d in snap.log_dirs]
+    moves = [
+        Move(
+            m.topic,
+            m.partition,
+            DiskRef(m.from_broker, m.from_dir),
+            DiskRef(m.to_broker, m.to_dir),
+            m.size_bytes,
+        )
+        for m in planned.moves
+    ]
+    assert len(moves) > 50
+    plan = order_waves(disks, moves, threshold=0.8, max_moves_per_wave=25)
+    check(disks, moves, plan, 0.8, cap=25)
+    assert not plan.unscheduled
 
 
 # -- properties --------------------------------------------------------------------------------
@@ -445,6 +504,12 @@ def clusters(draw: st.DrawFn, max_partitions: int = 7) -> tuple[list[Disk], list
         for r in where.values():
             held[r] += size
         targets: set[int] = set()
+        free = [x for x in range(brokers) if x not in where]
+        if free and draw(st.integers(0, 5)) == 0:  # the replication factor grows
+            tb = draw(st.sampled_from(free))
+            targets.add(tb)
+            dst = refs[tb * dirs + draw(st.integers(0, dirs - 1))]
+            moves.append(Move(draw(st.sampled_from(["a", "b"])), p, None, dst, size))
         for b, src in where.items():
             kind = draw(st.sampled_from(["stay", "inter", "intra"]))
             free = [x for x in range(brokers) if x not in where and x not in targets]
