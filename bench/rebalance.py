@@ -49,10 +49,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark_apps"))
 
 import numpy as np
 
+from jbod_operator.models.snapshot import ClusterSnapshot
 from jbod_spark.arrays import from_snapshot
 from jbod_spark.baselines import plain_greedy
 from jbod_spark.metrics import bytes_moved, counted_dirs, dir_used, figures, lower_bound_bytes
-from jbod_spark.snapshot import ClusterSnapshot
 from jbod_spark.synthetic import synthetic_cluster, to_snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
