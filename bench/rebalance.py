@@ -22,9 +22,11 @@ launcher runs exactly that). This script does the same with a synthetic cluster 
   greedy balancer (:func:`jbod_spark.baselines.plain_greedy`, one process, no Spark) with the
   same band, and the same figures computed by the same functions the report uses.
 
-The band is ``--band-pp`` (default 2, the target; a Rebalance's ``balanceBandPercent``, the
-job's ``--dir-tolerance`` as a fraction). Targets at full size: wall <= 60 s, spread <= 2 pp,
-bytes <= 1.1 x the bound. The last line is one JSON object.
+The job's arguments are the operator's own (:func:`jbod_operator.plan.rebalance.job_args`) for
+a full Rebalance whose ``balanceBandPercent`` is ``--band-pp`` (default 2, the target). Targets
+at full size: wall <= 60 s, spread <= 2 pp, bytes <= 1.1 x the bound. matplotlib absent, the
+job writes no ``plot.png`` (it says so on stderr) and the figures leave the plot out. The last
+line is one JSON object.
 
 Usage: python bench/rebalance.py [--quick] [--seed N] [--band-pp X] [--keep DIR]
 """
@@ -49,7 +51,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark_apps"))
 
 import numpy as np
 
+from jbod_operator.models.rebalance import Rebalance
 from jbod_operator.models.snapshot import ClusterSnapshot
+from jbod_operator.plan.rebalance import job_args
 from jbod_spark.arrays import from_snapshot
 from jbod_spark.baselines import plain_greedy
 from jbod_spark.metrics import bytes_moved, counted_dirs, dir_used, figures, lower_bound_bytes
@@ -185,7 +189,20 @@ def greedy_figures(snap: ClusterSnapshot, band: float, threshold: float) -> dict
     }
 
 
-def run_job(snap_path: Path, out: Path, band: float) -> tuple[dict[str, Any], TreeSampler, float]:
+def rebalance_args(cluster: str, band_pp: float) -> list[str]:
+    """The job's arguments as the operator builds them for a full Rebalance with this band."""
+    rb = Rebalance.model_validate(
+        {
+            "metadata": {"name": "bench", "namespace": "default"},
+            "spec": {"clusterName": cluster, "mode": "full", "balanceBandPercent": band_pp},
+        }
+    )
+    return job_args(rb, 1)
+
+
+def run_job(
+    snap_path: Path, out: Path, args: list[str]
+) -> tuple[dict[str, Any], TreeSampler, float]:
     """The operator's command, as a process; its last JSON line, the sampler, its wall time."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -199,8 +216,7 @@ def run_job(snap_path: Path, out: Path, band: float) -> tuple[dict[str, Any], Tr
         str(snap_path),
         "--out",
         str(out),
-        "--dir-tolerance",
-        str(band),
+        *args,
     ]
     t = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -242,7 +258,8 @@ def main() -> int:
         write_s = time.monotonic() - t
         snap_mb = snap_path.stat().st_size / 1e6
 
-        last, sampler, job_wall = run_job(snap_path, out, band)
+        job = rebalance_args(a.cluster, args.band_pp)
+        last, sampler, job_wall = run_job(snap_path, out, job)
         ph = last["phases"]
         in_job = ph["read_s"] + ph["plan_s"] + ph["stop_s"] + ph["outputs_s"]
         phases = {
@@ -268,6 +285,7 @@ def main() -> int:
             "replica_moves_intra_broker": s["replicaMovesIntraBroker"],
             "partitions_in_plan": len(kafka["partitions"]),
             "constraints_ok": all(c["ok"] for c in report["constraints"]),
+            "plot_written": (out / "plot.png").exists(),
         }
         greedy = greedy_figures(
             ClusterSnapshot.model_validate_json(snap_path.read_text()), band, threshold
@@ -280,6 +298,7 @@ def main() -> int:
         "seed": args.seed,
         "size": f"{nb}x{nd}x{nr}",
         "band_pp": args.band_pp,
+        "job_args": job,
         "snapshot_mb": round(snap_mb, 1),
         "snapshot_build_s": round(build_s, 2),
         "wall_s": round(wall, 2),
