@@ -102,6 +102,7 @@ class _State:
         self.moved = np.zeros(a.n_replicas, dtype=np.bool_)
         self.rejected = np.zeros(a.n_replicas, dtype=np.bool_)
         self.start = a.part_start()
+        self.n_rack_codes = int(a.broker_rack.max()) + 2 if a.n_brokers else 1
         self.cap = a.dir_capacity.astype(np.float64)
         self.dload = a.dir_other.astype(np.float64) + np.bincount(
             self.rd, weights=self.size, minlength=a.n_dirs
@@ -164,7 +165,11 @@ class _State:
         others = pb[pb != src]
         racks = a.broker_rack
         if others.size and racks[src] not in racks[others]:
-            ok &= ~np.isin(racks, racks[others])
+            # the racks the partition's other replicas are on (codes from -1: no rack), as a
+            # lookup table: np.isin sorted both sides on every call, a second per 40,000 calls
+            taken = np.zeros(self.n_rack_codes, dtype=np.bool_)
+            taken[racks[others] + 1] = True
+            ok &= ~taken[racks + 1]
         ok &= self.bmin_dir >= 0
         ok &= self.bload + s <= blimit + EPS
         md = np.where(self.bmin_dir >= 0, self.bmin_dir, 0)

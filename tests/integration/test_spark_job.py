@@ -66,12 +66,19 @@ def test_fleet_plans_equal_the_pure_planner(spark: Any) -> None:
         assert p.report.summary.bytes_moved <= 1.2 * p.report.summary.lower_bound_bytes
 
 
-def test_cli_writes_manifests_kafka_json_and_report(spark: Any, tmp_path: Path) -> None:
+def test_cli_writes_manifests_kafka_json_and_report(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     a = synthetic_cluster(9, 6, 3, 900, cluster="demo")
     snap = tmp_path / "snapshot.json"
     snap.write_text(to_snapshot(a).dump_json())
     out = tmp_path / "plan"
     assert plan_main(["--snapshot", str(snap), "--out", str(out), "--mode", "dirs-only"]) == 0
+    # the last line says where the time went (bench/rebalance.py and the operator's log read it)
+    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert last["constraints_ok"] is True
+    assert set(last["phases"]) == {"session_s", "read_s", "plan_s", "stop_s", "outputs_s"}
+    assert all(v >= 0 for v in last["phases"].values())
     items = json.loads((out / "manifests.json").read_text())["items"]
     kinds = {i["kind"] for i in items}
     assert kinds == {"LogDirMove"}
