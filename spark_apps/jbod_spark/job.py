@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         files = write_plan(
             plan, out, name_prefix=ns.name_prefix, throttle_bytes_per_second=ns.throttle
         )
-        print(plan.report.text())
+        print(plan.report.text(tables=False))
         print(json.dumps({"cluster": plan.cluster_name, "files": files}))
         ok &= plan.report.ok
     print(json.dumps({"wall_s": round(time.monotonic() - t0, 2), "constraints_ok": ok}))

@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 
+from jbod_operator.models.snapshot import ClusterSnapshot
+
 from .arrays import ClusterArrays, from_snapshot
 from .frames import (
     KIND_NOTE,
@@ -42,7 +44,6 @@ from .frames import (
 from .interbroker import drain_mask, plan_inter_broker, projected_sizes
 from .options import PlanOptions
 from .outputs import Plan, build_plan
-from .snapshot import ClusterSnapshot
 
 METRICS_SQL = """
 WITH m AS (
