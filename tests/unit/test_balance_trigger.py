@@ -12,10 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jbod_operator.models import BalanceSpec, BalanceTrigger
+from jbod_operator.models.rebalance import RebalanceMode
 from jbod_operator.plan.balance_trigger import (
-    MODE_ADD_BROKERS,
-    MODE_DIRS_ONLY,
-    MODE_FULL,
     DiskSample,
     History,
     Known,
@@ -107,7 +105,7 @@ def test_threshold_a_spread_above_it_triggers_dirs_only() -> None:
     assert d.create is not None
     assert (d.create.trigger, d.create.mode, d.create.brokers) == (
         BalanceTrigger.DISK_IMBALANCE,
-        MODE_DIRS_ONLY,
+        RebalanceMode.DIRS_ONLY,
         (),
     )
     assert d.spread is not None and d.spread.worst_broker == 0
@@ -119,7 +117,7 @@ def test_threshold_across_brokers_asks_for_a_full_rebalance() -> None:
     used = {0: (60.0, 60.0), 1: (60.0, 60.0), 2: (20.0, 20.0)}
     samples = [sample(t, used) for t in every(10, 0, 120)]
     d = decide(samples, cfg(), 120, KNOWN3)
-    assert d.create is not None and d.create.mode == MODE_FULL
+    assert d.create is not None and d.create.mode == RebalanceMode.FULL
     assert d.spread is not None and d.spread.disk_pp == 0.0
     assert d.spread.broker_pp == pytest.approx(40.0)
 
@@ -243,13 +241,14 @@ def test_broker_added_asks_for_add_brokers_with_the_new_ids() -> None:
     assert d.create is not None
     assert (d.create.trigger, d.create.mode, d.create.brokers) == (
         BalanceTrigger.BROKER_ADDED,
-        MODE_ADD_BROKERS,
+        RebalanceMode.ADD_BROKERS,
         (3, 4),
     )
-    assert d.known is not None and d.known.brokers == {0, 1, 2, 3, 4}
+    assert d.known == KNOWN3  # until it is created
+    assert d.create.known_after.brokers == {0, 1, 2, 3, 4}
     # Accounted for: once created, the same brokers never trigger again.
     later = [*history, sample(140, {b: (50, 50) for b in range(5)})]
-    again = decide(later, cfg(window=60, cooldown=0), 140, d.known)
+    again = decide(later, cfg(window=60, cooldown=0), 140, d.create.known_after)
     assert again.create is None
 
 
@@ -281,9 +280,9 @@ def test_disk_added_asks_for_dirs_only() -> None:
     ]
     d = decide(history, cfg(window=30, triggers=only_added), 100, KNOWN3)
     assert d.create is not None
-    assert (d.create.trigger, d.create.mode) == (BalanceTrigger.DISK_ADDED, MODE_DIRS_ONLY)
+    assert (d.create.trigger, d.create.mode) == (BalanceTrigger.DISK_ADDED, RebalanceMode.DIRS_ONLY)
     assert "log dir c added" in d.create.reason
-    assert d.known is not None and d.known.log_dirs == {"a", "b", "c"}
+    assert d.create.known_after.log_dirs == {"a", "b", "c"}
 
 
 def test_disk_imbalance_off_never_triggers_on_a_skew() -> None:

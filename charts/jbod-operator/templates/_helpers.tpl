@@ -123,6 +123,11 @@ the resources it serves. tests/unit/test_chart_templates.py compares them with t
 - apiGroups: ["jbod.io"]
   resources: ["partitionreassignments/status"]
   verbs: ["patch"]
+# Continuous detection lists a cluster's Rebalances (never two at once) and creates one when
+# a trigger holds.
+- apiGroups: ["jbod.io"]
+  resources: ["rebalances"]
+  verbs: ["list", "create"]
 # The brokers' objects, by server-side apply: a PATCH, which needs create as well when the
 # object does not exist yet. A StatefulSet is read first and deleted (orphaning its pods and
 # PVCs) to change its volumeClaimTemplates when a log dir is added.

@@ -34,6 +34,8 @@ class Ctx:
     endpoint: ControllerEndpoint | None = None
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     controllers: dict[tuple[str, str], ClusterController] = field(default_factory=dict)
+    detectors: dict[tuple[str, str], Any] = field(default_factory=dict)
+    """Continuous detection's state per cluster (``handlers.balance.Detector``)."""
 
     def lock(self, body: Any) -> asyncio.Lock:
         """One lock per object: a change handler and a periodic pass never interleave."""

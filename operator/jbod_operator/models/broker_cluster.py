@@ -286,3 +286,12 @@ class BrokerCluster(CamelModel):
     metadata: ResourceMeta
     spec: BrokerClusterSpec
     status: BrokerClusterStatus | None = None
+
+    @property
+    def broker_count(self) -> int:
+        """The brokers there are: ``spec.replicas``, or more while a scale-down waits for the
+        leaving brokers to be emptied (``plan.scale_down``; the cluster reconcile lists every
+        broker there is in ``status.brokers``). Who observes replicas asks all of them; who
+        places new ones uses ``spec.replicas``."""
+        listed = len(self.status.brokers) if self.status is not None else 0
+        return max(self.spec.replicas, listed)

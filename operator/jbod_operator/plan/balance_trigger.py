@@ -37,10 +37,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..models import BalanceSpec, BalanceTrigger
+from ..models.rebalance import RebalanceMode
 
-MODE_DIRS_ONLY = "dirs-only"
-MODE_ADD_BROKERS = "add-brokers"
-MODE_FULL = "full"
 EPSILON_PP = 1e-9
 """Spreads are differences of float ratios: a spread equal to the threshold must not count as
 above it by a rounding error."""
@@ -238,15 +236,18 @@ class RebalanceView:
 @dataclass(frozen=True, slots=True)
 class Create:
     trigger: BalanceTrigger
-    mode: str
+    mode: RebalanceMode
     brokers: tuple[int, ...]
     reason: str
+    known_after: Known
+    """What is accounted for once this Rebalance exists (its added brokers or dir included)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
     create: Create | None
     known: Known | None
+    """What is accounted for without the Rebalance to create (``Create.known_after`` with)."""
     spread: Spread | None
     sustained_since: float | None
     """Since when the disks have been skewed in every sample (None: not skewed now)."""
@@ -341,7 +342,6 @@ def decide(
 
     # What would be created, before the gates.
     want: Create | None = None
-    after = known
     waiting: list[str] = []
     if added_brokers:
         since = held_since(
@@ -351,11 +351,11 @@ def decide(
         if sustained(since, latest.time, cfg.window_s):
             want = Create(
                 BalanceTrigger.BROKER_ADDED,
-                MODE_ADD_BROKERS,
+                RebalanceMode.ADD_BROKERS,
                 ids,
                 f"broker {', '.join(map(str, ids))} added",
+                replace(known, brokers=known.brokers | added_brokers),
             )
-            after = replace(known, brokers=known.brokers | added_brokers)
         else:
             waiting.append(f"broker {', '.join(map(str, ids))} added: waiting for the window")
     if want is None and added_dirs:
@@ -366,8 +366,13 @@ def decide(
         )
         names = ", ".join(sorted(added_dirs))
         if sustained(since, latest.time, cfg.window_s):
-            want = Create(BalanceTrigger.DISK_ADDED, MODE_DIRS_ONLY, (), f"log dir {names} added")
-            after = replace(known, log_dirs=known.log_dirs | added_dirs)
+            want = Create(
+                BalanceTrigger.DISK_ADDED,
+                RebalanceMode.DIRS_ONLY,
+                (),
+                f"log dir {names} added",
+                replace(known, log_dirs=known.log_dirs | added_dirs),
+            )
         else:
             waiting.append(f"log dir {names} added: waiting for the window")
     if want is None and BalanceTrigger.DISK_IMBALANCE in cfg.triggers:
@@ -375,7 +380,7 @@ def decide(
             across = sp.broker_pp > cfg.threshold_pp + EPSILON_PP
             want = Create(
                 BalanceTrigger.DISK_IMBALANCE,
-                MODE_FULL if across else MODE_DIRS_ONLY,
+                RebalanceMode.FULL if across else RebalanceMode.DIRS_ONLY,
                 (),
                 (
                     f"brokers {_fmt(sp.broker_pp)} apart"
@@ -383,6 +388,7 @@ def decide(
                     else f"disks of broker {sp.worst_broker} {_fmt(sp.disk_pp)} apart"
                 )
                 + f" (threshold {_fmt(cfg.threshold_pp)}) for {cfg.window_s:g} s",
+                known,
             )
         elif skewed_since is not None:
             left = skewed_since + cfg.window_s - latest.time
@@ -416,7 +422,7 @@ def decide(
             f"{want.reason}: cooling down for {math.ceil(until - now)} s",
             absorbed=absorbed,
         )
-    return decision(want, after, f"creating a {want.mode} Rebalance: {want.reason}")
+    return decision(want, known, f"creating a {want.mode.value} Rebalance: {want.reason}")
 
 
 # -- the Spark job's metric history -----------------------------------------------------------
