@@ -21,6 +21,7 @@ from jbod_broker import wire
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.wire import log_dir_short_name
 from jbod_operator.plan import reassignment_steps as steps
+from tests.broker_metrics import scrape
 from tests.integration.counting import CountingProducer, consume_all, fill_bytes, verify
 from tests.kube_cluster import KubeCluster
 
@@ -195,6 +196,14 @@ async def test_reassign_onto_other_brokers_in_batches(sc: Scenario) -> None:
     seen = batches_from_events(sc, "spread")
     assert seen == expected, (seen, expected)
     assert st["batch"] == len(expected)
+    # Unthrottled, the moves' bytes still count as reassignment traffic (Kafka's
+    # ReassignmentBytesIn/OutPerSec): every new replica's broker fetched some, the old
+    # leaders served some.
+    assert sc.brokers is not None
+    metrics = [scrape(sc.brokers[b].url) for b in range(sc.size)]
+    for b in {b for t in targets for b in t["replicas"]}:
+        assert metrics[b]["jbod_reassignment_bytes_in_total"] > 0, (b, metrics[b])
+    assert sum(m["jbod_reassignment_bytes_out_total"] for m in metrics) > 0
     await check(sc, tps, seed, prod)
     await sc.close_clients()
 

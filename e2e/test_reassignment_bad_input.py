@@ -270,6 +270,58 @@ def test_conflict_with_another_reassignment(sc: Scenario) -> None:
         sc.kube.run("delete", "partitionreassignment", "first", "-n", sc.ns)
 
 
+def test_the_plan_cannot_change_once_written(sc: Scenario) -> None:
+    """A written PartitionReassignment's partitions and cluster are refused by the API server
+    (its status describes that plan); its limits and controls stay changeable."""
+    keep = replicas(sc, 0)
+    sc.kube.apply(manifest("fixed", [part(0, list(reversed(keep)))], pause=True))
+    wait_for(
+        lambda: (
+            ((sc.kube.get("partitionreassignment", "fixed") or {}).get("status") or {}).get("phase")
+            == "Paused"
+        ),
+        what="fixed Paused",
+    )
+    try:
+        before = snapshot(sc)
+        stored = sc.kube.get("partitionreassignment", "fixed")
+        assert stored is not None
+        for change, message in (
+            ({"partitions": [part(1, [0, 1])]}, "partitions are immutable"),
+            ({"partitions": [part(0, [free_broker(sc, 0), keep[0]])]}, "partitions are immutable"),
+            ({"clusterName": "other"}, "clusterName is immutable"),
+        ):
+            p = sc.kc.kubectl(
+                "patch",
+                "partitionreassignment",
+                "fixed",
+                "-n",
+                sc.ns,
+                "--type",
+                "merge",
+                "-p",
+                json.dumps({"spec": change}),
+            )
+            assert p.returncode != 0 and message in p.stderr, (change, p.stdout, p.stderr)
+        after = sc.kube.get("partitionreassignment", "fixed")
+        assert after is not None and after["spec"] == stored["spec"], after
+        ok = sc.kc.kubectl(
+            "patch",
+            "partitionreassignment",
+            "fixed",
+            "-n",
+            sc.ns,
+            "--type",
+            "merge",
+            "-p",
+            json.dumps({"spec": {"maxConcurrentPartitionMovements": 2}}),
+        )
+        assert ok.returncode == 0, ok.stderr
+        assert snapshot(sc) == before, "a refused change moved something"
+    finally:
+        sc.kube.run("delete", "partitionreassignment", "fixed", "-n", sc.ns)
+
+
 def client_run(sc: Scenario, b: int, path: str, cordoned: bool) -> None:
     import asyncio
 

@@ -15,6 +15,7 @@ from jbod_broker import wire
 from jbod_broker.client import BrokerClient
 from jbod_broker.local import LocalCluster, lead_alone
 from jbod_broker.storage.records import build_batch
+from tests.broker_metrics import scrape
 from tests.integration.controller_stub import ControllerStub
 
 pytestmark = pytest.mark.integration
@@ -66,17 +67,6 @@ def test_metrics_and_json_logs(tmp_path: Path) -> None:
     assert {"ts", "level", "logger", "msg"} <= set(events[0])
     assert any(e.get("event") == "broker_started" for e in events)
     assert any(e.get("event") == "broker_stopped" for e in events)
-
-
-def scrape(url: str) -> dict[str, float]:
-    """The unlabelled samples of a broker's /metrics."""
-    with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
-        text = r.read().decode()
-    return {
-        line.split()[0]: float(line.split()[1])
-        for line in text.splitlines()
-        if line and not line.startswith("#") and "{" not in line.split()[0]
-    }
 
 
 REASSIGNMENT_METRICS = (

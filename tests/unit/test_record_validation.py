@@ -7,6 +7,7 @@ refuses it with CORRUPT_MESSAGE or INVALID_RECORD naming the problem, and the lo
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,25 @@ def test_append_as_leader_refuses_it_and_appends_nothing(tmp_path: Path, name: s
         assert pos == len(data)
     finally:
         log.close()
+
+
+@pytest.mark.parametrize("kind", ["bytearray", "memoryview slice"])
+def test_a_body_of_many_batches_is_never_copied_whole(kind: str) -> None:
+    """A produce body is a bytearray (read against the request-memory pool). The record walk
+    takes bytes: it may copy one batch at a time, never the body, which would hold a large
+    body twice outside the pool (a 99 MiB body took the broker 99 MiB over its pool)."""
+    one = build_batch([(None, b"v" * 1024)] * 16)
+    body = bytearray(one * 256)  # 4 MiB of valid batches
+    # A slice of bytes (a segment read) cannot be walked in place either.
+    buf: bytearray | memoryview = (
+        body if kind == "bytearray" else memoryview(bytes(body))[: len(body) - len(one)]
+    )
+    tracemalloc.start()
+    try:
+        headers = validate_batches(buf)
+        decode_batch(buf, len(one))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(headers) == len(buf) // len(one)
+    assert peak < 8 * len(one) + 256 * 1024, peak  # a few batches' worth, not the body

@@ -20,7 +20,7 @@ compile it on its own (``setup.py``; measured in docs/benchmarks.md): with the c
 present Python imports it instead of this file, without it this same source runs, and
 tests/unit/test_record_reader.py holds both to the same verdicts (``make setup`` rebuilds it when
 this file changes). Compiled, the annotations are enforced: ``data`` must be ``bytes``, not a
-bytearray or a view (``records._as_bytes`` gives it that).
+bytearray or a view (``records`` hands it bytes, copying one batch at most).
 
 Thread-safety: pure functions over immutable ``bytes``.
 """

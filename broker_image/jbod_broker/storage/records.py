@@ -571,7 +571,11 @@ def _scan(
     headers: list[BatchHeader] = []
     end = len(buf)
     unpack = _HEADER.unpack_from
-    data = _as_bytes(buf) if check_records else b""
+    # The record reader takes bytes. A bytes buffer is walked where it lies; any other (a
+    # produce body is a bytearray, stamped in place later) is copied one batch at a time,
+    # never whole: a body of many batches would otherwise be held twice, outside the
+    # request-memory pool that bounds it.
+    whole = _whole_bytes(buf)
     with memoryview(buf) as view:
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
@@ -590,7 +594,7 @@ def _scan(
                     header = _make_header(f)
                     if check_records:
                         try:
-                            _walk_batch(data, pos, pos + size, header, None)
+                            _walk_in(view, whole, pos, pos + size, header, None)
                         except StorageError as e:
                             return pos, headers, e
                     headers.append(header)
@@ -661,7 +665,7 @@ def _scan(
                 )
             if check_records:
                 try:
-                    _walk_batch(data, pos, pos + size, header, None)
+                    _walk_in(view, whole, pos, pos + size, header, None)
                 except StorageError as e:
                     return pos, headers, e
             headers.append(header)
@@ -718,7 +722,9 @@ def validate_batches(
             if crc_ok:
                 header = _make_header(f)
                 if check_records:
-                    _walk_batch(buf if type(buf) is bytes else _as_bytes(buf), 0, n, header, None)
+                    # One batch of at most max_batch_bytes: a bytearray body is copied once.
+                    whole = _whole_bytes(buf)
+                    _walk_batch(whole if whole is not None else bytes(buf), 0, n, header, None)
                 return [header]
     _, headers, error = _scan(buf, 0, max_batch_bytes, check_records)
     if error is not None:
@@ -753,47 +759,71 @@ def _decompress_gzip(data: memoryview, pos: int) -> bytes:
         raise CorruptRecordError(f"bad gzip data in batch at position {pos}: {exc}") from exc
 
 
-def _as_bytes(buf: Buffer) -> bytes:
-    """``buf`` as the ``bytes`` the record reader takes: itself, a whole view's bytes, or a copy.
-
-    A produce body is ``bytes``, so the append path never copies here.
-    """
+def _whole_bytes(buf: Buffer) -> bytes | None:
+    """``buf`` as the ``bytes`` the record reader takes without a copy (itself, or the bytes a
+    whole view shows), or None: the caller then copies one batch, never all of ``buf`` (a
+    produce body is a bytearray, and a body of many batches must not be held twice)."""
     if type(buf) is bytes:
         return buf
     if type(buf) is memoryview and type(buf.obj) is bytes and buf.nbytes == len(buf.obj):
         return buf.obj
-    return bytes(buf)
+    return None
+
+
+def _walk_in(
+    view: memoryview,
+    whole: bytes | None,
+    pos: int,
+    end: int,
+    header: BatchHeader,
+    out: list[RawRecord] | None,
+) -> None:
+    """Walk the batch at ``pos`` of a buffer seen as ``view``: in ``whole`` (the buffer's own
+    bytes, see :func:`_whole_bytes`) where it lies, else in a copy of this batch alone."""
+    if whole is not None:
+        _walk_batch(whole, pos, end, header, out)
+    else:
+        _walk_batch(bytes(view[pos:end]), 0, end - pos, header, out, at=pos)
 
 
 def _walk_batch(
-    buf: bytes, pos: int, end: int, header: BatchHeader, out: list[RawRecord] | None
+    buf: bytes,
+    pos: int,
+    end: int,
+    header: BatchHeader,
+    out: list[RawRecord] | None,
+    *,
+    at: int | None = None,
 ) -> None:
     """Check (and with ``out``, decode) every record of the batch at ``pos`` (ending at ``end``).
 
     Uncompressed records are walked where they lie; gzip ones once decompressed. Other codecs
-    are refused: a batch this broker cannot decode is not one it may store.
+    are refused: a batch this broker cannot decode is not one it may store. ``at`` is the
+    batch's position in the caller's buffer when ``buf`` is a copy of the batch alone (errors
+    name where the caller's data is bad).
     """
+    where = pos if at is None else at
     codec = header.attributes & _COMPRESSION_MASK
     if codec == NONE:
         data = buf
         start = pos + BATCH_HEADER_SIZE
     elif codec == GZIP:
         with memoryview(buf) as view:
-            data = _decompress_gzip(view[pos + BATCH_HEADER_SIZE : end], pos)
+            data = _decompress_gzip(view[pos + BATCH_HEADER_SIZE : end], where)
         start = 0
         end = len(data)
     else:
         name = _CODEC_NAMES[codec] if codec < len(_CODEC_NAMES) else "unknown"
         raise InvalidRecordError(
-            f"batch at position {pos} uses compression codec {codec} ({name}), which this "
+            f"batch at position {where} uses compression codec {codec} ({name}), which this "
             "broker cannot decode: only none and gzip are supported"
         )
     try:
         walk_records(data, start, end, header.records_count, out)
     except CorruptRecordError as exc:
-        raise CorruptRecordError(f"batch at position {pos}: {exc}") from None
+        raise CorruptRecordError(f"batch at position {where}: {exc}") from None
     except IndexError:
-        raise CorruptRecordError(f"batch at position {pos}: truncated record") from None
+        raise CorruptRecordError(f"batch at position {where}: truncated record") from None
 
 
 def decode_batch(
@@ -811,9 +841,8 @@ def decode_batch(
             f"(only {MAGIC_V2} is supported)"
         )
     end = _batch_end(buf, pos)
-    data = _as_bytes(buf)
     if verify_crc:
-        with memoryview(data) as view:
+        with memoryview(buf) as view:
             actual = _crc32c(view[pos + _ATTRIBUTES_OFFSET : end])
         if actual != header.crc:
             raise CorruptRecordError(
@@ -821,7 +850,8 @@ def decode_batch(
                 f"computed 0x{actual:08x}"
             )
     raw: list[RawRecord] = []
-    _walk_batch(data, pos, end, header, raw)
+    with memoryview(buf) as view:
+        _walk_in(view, _whole_bytes(buf), pos, end, header, raw)
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None

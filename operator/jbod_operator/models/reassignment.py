@@ -225,7 +225,20 @@ class TargetAssignment(CamelModel):
 
 
 class PartitionReassignmentSpec(CamelModel):
-    cluster_name: ResourceName
+    # The plan is fixed once written: the status (original assignment, batches, per-partition
+    # state) describes this plan, and a target changed mid-way would leave steps planned for
+    # another one. A different plan is a new resource (after cancelling or rolling back this
+    # one); the limits, throttle and pause/cancel/rollback stay changeable.
+    cluster_name: Annotated[
+        ResourceName,
+        Field(
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    {"rule": "self == oldSelf", "message": "clusterName is immutable"}
+                ]
+            }
+        ),
+    ]
     # A partition named twice is refused by the list-map keys (a CEL rule comparing every pair
     # would be quadratic and over the API server's cost budget).
     partitions: Annotated[
@@ -236,6 +249,13 @@ class PartitionReassignmentSpec(CamelModel):
             json_schema_extra={
                 "x-kubernetes-list-type": "map",
                 "x-kubernetes-list-map-keys": ["topic", "partition"],
+                "x-kubernetes-validations": [
+                    {
+                        "rule": "self == oldSelf",
+                        "message": "partitions are immutable: create another "
+                        "PartitionReassignment for another plan",
+                    }
+                ],
             },
         ),
     ]

@@ -1042,11 +1042,15 @@ def _adopt_batch(p: _Pass, in_flight: Sequence[TP]) -> None:
 
 def _throttle(p: _Pass, *, active: bool) -> None:
     """The throttle on the leaders and new followers of the steps catching up; lifted from
-    every broker that held it and no longer needs it (from all of them at the end)."""
+    every broker that held it and no longer needs it (from all of them at the end).
+
+    The throttled-replica lists are set even without a throttle (rate 0, no limit): they are
+    how a broker knows which replication is reassignment traffic, so its
+    ReassignmentBytesIn/Out metrics count an unthrottled move too (as Kafka's do)."""
     obs, spec = p.obs, p.obs.pr.spec
     leaders: dict[int, set[TP]] = {}
     followers: dict[int, set[TP]] = {}
-    if active and spec.throttle_bytes_per_second:
+    if active:
         for key, state in p.states.items():
             if state != PState.ADDING:
                 continue
