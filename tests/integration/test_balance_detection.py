@@ -24,6 +24,7 @@ import pytest
 
 from jbod_broker import wire
 from jbod_broker.local import LocalCluster
+from jbod_operator.handlers.balance import OFF
 from jbod_operator.models.rebalance import CLUSTER_LABEL, TRIGGER_LABEL
 from jbod_operator.plan.conditions import parse_iso
 from tests.kube_cluster import KubeCluster
@@ -171,6 +172,17 @@ def test_a_sustained_skew_creates_one_dirs_only_rebalance(
     )
     assert f"waiting for Rebalance {meta['name']}" in later["message"]
     assert len(rebalances(kube)) == 1
+
+    # Turned off: the summary stops claiming to watch, what was accounted for stays.
+    off = broker_cluster()
+    off["spec"]["balance"]["enabled"] = False
+    kube.apply(off)
+    st = wait_for(
+        lambda: (s := balance_status(kube)).get("message") == OFF and s,
+        what="status.balance saying detection is off",
+    )
+    assert "sustainedSince" not in st and st["knownBrokers"] == [0, 1, 2]
+    assert st["lastTriggered"]["name"] == meta["name"]
 
 
 def test_scale_down_waits_until_the_leaving_broker_is_empty(

@@ -144,6 +144,23 @@ async def sample_and_decide(ctx: Ctx, body: dict[str, Any], now: float | None = 
     post_events(body, events)
 
 
+OFF = "continuous detection is off (spec.balance.enabled)"
+
+
+async def _say_off(ctx: Ctx, body: dict[str, Any]) -> None:
+    """A summary left from when detection was on no longer claims to watch: its window and
+    message go (what was accounted for stays, for when it is turned on again)."""
+    balance = (body.get("status") or {}).get("balance")
+    if balance and balance.get("message") != OFF:
+        meta = body["metadata"]
+        await ctx.kube.patch_status(
+            BROKER_CLUSTERS,
+            meta.get("namespace"),
+            meta["name"],
+            {"balance": {"message": OFF, "sustainedSince": None, "samples": 0}},
+        )
+
+
 async def follow(ctx: Ctx, body: kopf.Body, stopped: kopf.DaemonStopped) -> None:
     """Sample one BrokerCluster while it lives (the daemon ``main.cluster_balance``)."""
     meta = body["metadata"]
@@ -163,6 +180,8 @@ async def follow(ctx: Ctx, body: kopf.Body, stopped: kopf.DaemonStopped) -> None
                     await sample_and_decide(ctx, fresh)
                 else:
                     detector_for(ctx, ns, name).reset()
+                    if ctx.elector.is_leader:
+                        await _say_off(ctx, fresh)
             except Exception:
                 log.exception("balance sample failed", extra={"cluster": name})
             pause = wait - (time.monotonic() - started)
