@@ -84,7 +84,7 @@ class BalanceSpec(CamelModel):
                 ]
             },
         ),
-    ] = 10.0
+    ] = 10  # written whole: Helm renders a CRD's 10.0 as 10, and the chart's copy must be equal
     window_seconds: Annotated[
         int,
         Field(
