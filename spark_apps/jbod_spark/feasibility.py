@@ -19,6 +19,7 @@ When no such bound explains a miss, the reason says that the planner found no be
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -147,10 +148,13 @@ def _threshold_reason(
     return f"{where} ends at {util[d]:.1%}: the planner found no placement under {threshold:.0%}"
 
 
-def _capped(reasons: list[str], what: str) -> list[str]:
-    if len(reasons) <= MAX_REASONS:
-        return reasons
-    return [*reasons[:MAX_REASONS], f"... and {len(reasons) - MAX_REASONS} more {what}"]
+def _capped(items: I64, reason: Callable[[int], str], what: str) -> list[str]:
+    """The reasons of the first :data:`MAX_REASONS` items, then a count of the rest (each
+    reason scans the replicas, so only the ones listed are worked out)."""
+    out = [reason(int(x)) for x in items[:MAX_REASONS]]
+    if items.size > MAX_REASONS:
+        out.append(f"... and {items.size - MAX_REASONS} more {what}")
+    return out
 
 
 def assess(
@@ -175,23 +179,18 @@ def assess(
     reasons: list[str] = []
     out_of_band = np.flatnonzero(in_scope & (spreads > band_pp + EPS_PP))
     reasons += _capped(
-        [
-            _band_reason(a, int(b), rd, used_after, counted, band_pp, float(spreads[b]))
-            for b in out_of_band[np.argsort(-spreads[out_of_band], kind="stable")]
-        ],
+        out_of_band[np.argsort(-spreads[out_of_band], kind="stable")],
+        lambda b: _band_reason(a, b, rd, used_after, counted, band_pp, float(spreads[b])),
         "brokers out of the band",
     )
     cap = a.dir_capacity.astype(np.float64)
     live_dir = a.dir_live & a.broker_live[a.dir_broker] & (cap > 0)
     util = np.where(live_dir, used_after / np.where(cap > 0, cap, 1.0), 0.0)
     over = np.flatnonzero(util > thr + 1e-12)
+    dirs_only = opts.mode is Mode.DIRS_ONLY
     reasons += _capped(
-        [
-            _threshold_reason(
-                a, int(d), rd, used_after, counted, util, thr, opts.mode is Mode.DIRS_ONLY
-            )
-            for d in over[np.argsort(-util[over], kind="stable")]
-        ],
+        over[np.argsort(-util[over], kind="stable")],
+        lambda d: _threshold_reason(a, d, rd, used_after, counted, util, thr, dirs_only),
         "disks above the threshold",
     )
     reasons += [

@@ -4,7 +4,8 @@ Reads a snapshot (JSON for one cluster, a folder of Parquet tables for a fleet),
 metric history (Parquet), plans on ``local[*]`` by default (``--master ""`` keeps the master that
 spark-submit or the Spark Operator gave), and writes per cluster: ``manifests.json`` (LogDirMove
 and PartitionReassignment, a v1 List for ``kubectl apply -f``), ``reassignment.json``
-(kafka-reassign-partitions with ``log_dirs``), ``report.json`` and ``report.txt``.
+(kafka-reassign-partitions with ``log_dirs``), ``report.json``, ``report.txt`` and ``plot.png``
+(every disk's utilisation before and after).
 """
 
 from __future__ import annotations

@@ -279,7 +279,7 @@ def test_the_job_gets_the_planner_s_mode_and_targets() -> None:
         capacityThresholdPercent=75,
         throttleBytesPerSecond=1000,
     )
-    assert plan.job_args(r, 2) == [
+    assert plan.job_args(r, "even-2") == [
         "--mode",
         "remove-dirs",
         "--capacity-threshold",
@@ -310,7 +310,7 @@ def test_pending_stays_while_the_job_runs(edges: list[Edge]) -> None:
 def test_pending_to_proposal_ready_writes_the_proposal(edges: list[Edge]) -> None:
     d = decide(obs(pending(), job=JobView("even-1", JobState.SUCCEEDED), report=report(), waves=1))
     assert edges == [(P.PENDING_PROPOSAL, P.PROPOSAL_READY)]
-    assert d.actions == (CleanupJob("even-1"), WriteProposal("even-1", "even-proposal"))
+    assert d.actions == (WriteProposal("even-1", "even-proposal"), CleanupJob("even-1"))
     p = d.status.proposal
     assert p is not None and p.feasible and p.moves == 3 and p.moves_between_disks == 3
     assert p.worst_spread_after == 1.5 and p.disks[0].utilisation_after == 21.0
@@ -404,6 +404,25 @@ def test_proposal_ready_to_pending_when_approved_on_a_stale_snapshot(edges: list
     assert d.status.snapshot_fingerprint == now
 
 
+def test_an_approved_proposal_whose_config_map_is_gone_is_planned_again(
+    edges: list[Edge],
+) -> None:
+    d = decide(obs(ready(command="approve"), proposal_found=False))
+    assert edges == [(P.PROPOSAL_READY, P.PENDING_PROPOSAL)]
+    assert "the proposal ConfigMap even-proposal is gone" in (d.status.replanned_because or "")
+
+
+def test_a_proposal_deleted_while_rebalancing_ends_it_and_cancels_the_children(
+    edges: list[Edge],
+) -> None:
+    kids = {TWO_WAVES[0].name: child(TWO_WAVES[0], "Running")}
+    st = rb(status={**status_in(P.REBALANCING, wave=1), "proposalConfigMap": "even-proposal"})
+    d = decide(obs(st, children=kids, proposal_found=False))
+    assert edges == [(P.REBALANCING, P.NOT_READY)]
+    assert d.actions == (CancelChildren((("PartitionReassignment", "even-1-brokers-0"),)),)
+    assert cond(d)[0] == "ProposalGone"
+
+
 def test_proposal_ready_to_pending_on_refresh(edges: list[Edge]) -> None:
     d = decide(obs(ready(command="refresh")))
     assert edges == [(P.PROPOSAL_READY, P.PENDING_PROPOSAL)]
@@ -484,6 +503,32 @@ def test_rebalancing_to_not_ready_when_the_disks_measure_outside_the_band(
     assert reason == "OutsideBand"
     assert "broker 2: disks spread 9.5 pp (band 4 pp)" in msg
     assert "broker 2: a disk at 85.0% (threshold 80%)" in msg
+
+
+def test_the_end_state_is_held_to_the_proposal_s_scope(edges: list[Edge]) -> None:
+    """add-brokers balances the new brokers' disks (the planner's scope): the others are
+    measured and reported, and only the threshold holds for them."""
+    r = rb(
+        mode="add-brokers",
+        brokers=[2],
+        status=status_in(
+            P.REBALANCING,
+            wave=2,
+            approved=True,
+            proposal={**plan.summarise(report(), 2).dump(), "bandScope": "added"},
+        ),
+    )
+    kids = {c.name: child(c, "Succeeded") for c in TWO_WAVES}
+    measured = (
+        DiskMeasure(broker_id=0, spread=9.0, largest_utilisation=30.0),
+        DiskMeasure(broker_id=2, spread=2.0, largest_utilisation=20.0),
+    )
+    d = decide(obs(r, planned=TWO_WAVES, waves=2, children=kids, measured=measured))
+    assert edges == [(P.REBALANCING, P.READY)]
+    assert "worst disk spread 2.0 pp over brokers 2 (the mode's scope)" in cond(d)[1]
+    hot = (DiskMeasure(broker_id=0, spread=9.0, largest_utilisation=81.0), measured[1])
+    d = decide(obs(r, planned=TWO_WAVES, waves=2, children=kids, measured=hot))
+    assert d.status.phase == P.NOT_READY and "broker 0: a disk at 81.0%" in cond(d)[1]
 
 
 def test_rebalancing_to_not_ready_when_a_child_failed_cancels_the_rest(edges: list[Edge]) -> None:

@@ -91,7 +91,7 @@ class Summary(CamelModel):
     band_scope: str = "all"
     """Which brokers the band applies to in this mode: ``all``, ``added`` (the new brokers of
     add-brokers) or ``none`` (the drain and targeted modes only empty or relieve)."""
-    feasible: bool = True
+    feasible: bool
     """The plan reaches the targets (band, capacity threshold) and keeps every hard constraint.
     When false, ``best_spread_pp`` is the spread it does reach and ``infeasible_reasons`` say
     why no better one was reached: never a target the plan does not meet."""
@@ -142,14 +142,17 @@ class PlanReport(CamelModel):
         lines += [
             f"  moves: {s.replica_moves_inter_broker} between brokers "
             f"({human_bytes(s.bytes_moved_inter_broker)}), {s.replica_moves_intra_broker} "
-            f"between disks ({human_bytes(s.bytes_moved_intra_broker)}), "
-            f"{s.leader_moves} leader changes; {s.partitions_changed} partitions change",
+            f"between disks ({human_bytes(s.bytes_moved_intra_broker)})",
+            f"         {s.leader_moves} leader changes, {s.partitions_changed} partitions change",
             f"  bytes to move {human_bytes(s.bytes_moved)} ({s.bytes_moved} B; lower bound "
             f"{s.lower_bound_bytes} B)",
-            f"  spread (pp, before -> after): disks of one broker {s.worst_spread_pp_before:.1f} "
-            f"-> {s.worst_spread_pp_after:.1f}; brokers {s.broker_spread_pp_before:.1f} -> "
-            f"{s.broker_spread_pp_after:.1f}; all disks {s.disk_spread_pp_before:.1f} -> "
-            f"{s.disk_spread_pp_after:.1f}; std {s.std_pp_before:.1f} -> {s.std_pp_after:.1f}",
+            "  spread in pp, before -> after:",
+            f"    disks of one broker (worst) {s.worst_spread_pp_before:5.1f} -> "
+            f"{s.worst_spread_pp_after:.1f}",
+            f"    brokers                     {s.broker_spread_pp_before:5.1f} -> "
+            f"{s.broker_spread_pp_after:.1f}",
+            f"    all disks                   {s.disk_spread_pp_before:5.1f} -> "
+            f"{s.disk_spread_pp_after:.1f} (std {s.std_pp_before:.1f} -> {s.std_pp_after:.1f})",
             f"  largest disk {s.largest_util_before:.1%} -> {s.largest_util_after:.1%}; above "
             f"threshold {s.dirs_above_threshold_before} -> {s.dirs_above_threshold_after}",
         ]
@@ -196,7 +199,7 @@ class PlanReport(CamelModel):
             out.append(f"  ... {len(self.dirs) - len(shown)} more disks in report.json")
         return out
 
-    def text(self, *, tables: bool = True, max_disks: int = 500) -> str:
+    def text(self, *, tables: bool = True, max_disks: int | None = 500) -> str:
         """``report.txt``: the headline, the checks and notes, then (``tables``) a line per
         broker and per disk, at most ``max_disks`` of them (report.json has every one)."""
         lines = self.headline()

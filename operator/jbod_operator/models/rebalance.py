@@ -123,7 +123,7 @@ Percent = Annotated[
     float,
     Field(
         ge=0.1,
-        le=100.0,
+        le=100,
         json_schema_extra={
             "x-kubernetes-validations": [
                 {"rule": "self >= 0.1", "message": "must be at least 0.1 percent"}
@@ -131,8 +131,10 @@ Percent = Annotated[
         },
     ),
 ]
-"""0.1 to 100. The CEL rule repeats the minimum: the API server compares a value written as an
-integer (``0``) with the integer part of ``minimum`` and would store it."""
+"""0.1 to 100 (whole numbers written as integers: Helm renders a YAML ``4.0`` as ``4``, and the
+chart's copy of the CRD must equal ``crds/``). The CEL rule repeats the minimum: the API server
+compares a value written as an integer (``0``) with the integer part of ``minimum`` and would
+store it."""
 
 
 class RebalanceSpec(CamelModel):
@@ -181,11 +183,11 @@ class RebalanceSpec(CamelModel):
             description="Accepted spread of disk utilisation within each broker, in "
             "percentage points: the proposal and the end state must be inside it."
         ),
-    ] = 4.0
+    ] = 4
     capacity_threshold_percent: Annotated[
         Percent,
         Field(description="No disk may end, or pass mid-way, above this utilisation."),
-    ] = 80.0
+    ] = 80
     max_concurrent_replica_movements: ReplicaMovements = DEFAULT_REPLICA_MOVEMENTS
     max_concurrent_partition_movements: PartitionMovements = DEFAULT_PARTITION_MOVEMENTS
     max_concurrent_leader_movements: LeaderMovements = DEFAULT_LEADER_MOVEMENTS
@@ -245,6 +247,10 @@ class ProposalSummary(CamelModel):
     largest_utilisation_after: float
     feasible: bool
     """Inside the band with every constraint kept; False: the figures are the best achievable."""
+    band_scope: str = "all"
+    """The brokers the band applies to in this mode (the planner's): ``all``, ``added`` (the
+    new brokers of add-brokers) or ``none`` (remove modes only empty what they name); the end
+    state is held to the same scope."""
     problems: list[str] = Field(default_factory=list)
     brokers: list[BrokerSummary] = Field(default_factory=list)
     disks: list[DiskSummary] = Field(default_factory=list)

@@ -40,6 +40,8 @@ from jbod_broker import wire
 from ..models.common import Condition
 from ..models.plan_report import PlanReport
 from ..models.rebalance import (
+    CHILD_LABEL,
+    CLUSTER_LABEL,
     COMMAND_ANNOTATION,
     MAX_CHILDREN,
     MAX_SUMMARY_ROWS,
@@ -54,11 +56,15 @@ from ..models.rebalance import (
     RebalancePhase,
     RebalanceStatus,
 )
+from ..models.snapshot import ClusterSnapshot
+from ..models.topic import kafka_topic_name
+from . import rebalance_order as order
 from .conditions import iso, set_condition
 from .machine import transition
 
 Phase = RebalancePhase
 Command = RebalanceCommand
+TP = tuple[str, int]
 
 PHASE_TRANSITIONS: Mapping[tuple[Phase | None, Phase], str] = {
     (None, Phase.PENDING_PROPOSAL): "accepted: snapshot taken, planning job started",
@@ -161,6 +167,10 @@ class Observation:
     planned: tuple[ChildPlan, ...] = ()
     """The children of the proposal by wave (from its manifests and the wave ordering)."""
     waves: int = 0
+    proposal_found: bool = True
+    """False when the proposal ConfigMap the status names is gone (deleted by hand)."""
+    unplaced: tuple[str, ...] = ()
+    """Moves of the proposal that no wave can take under the capacity threshold (why each)."""
     children: Mapping[str, ChildView] = field(default_factory=dict)
     """This Rebalance's children that exist, by name."""
     measured: tuple[DiskMeasure, ...] | None = None
@@ -268,8 +278,9 @@ def stale(before: Mapping[str, str] | None, now: Mapping[str, str]) -> list[str]
     return out
 
 
-def job_args(rb: Rebalance, plan: int) -> list[str]:
-    """The Spark job's arguments after ``--snapshot``/``--out`` (every launcher passes these)."""
+def job_args(rb: Rebalance, job: str) -> list[str]:
+    """The Spark job's arguments after ``--snapshot``/``--out`` (every launcher passes these);
+    the children's names start with the job's (:func:`job_name`)."""
     spec = rb.spec
     args = [
         "--mode",
@@ -279,7 +290,7 @@ def job_args(rb: Rebalance, plan: int) -> list[str]:
         "--dir-tolerance",
         repr(spec.balance_band_percent / 100.0),
         "--name-prefix",
-        job_name(rb.metadata.name, plan),
+        job,
     ]
     if spec.brokers:
         args += ["--brokers", ",".join(str(b) for b in spec.brokers)]
@@ -309,11 +320,13 @@ def _pp(util: float) -> float:
     return round(100.0 * util, 2)
 
 
-def summarise(report: PlanReport, waves: int) -> ProposalSummary:
-    """``status.proposal`` from the job's report: the figures a person approves on."""
+def summarise(report: PlanReport, waves: int, unplaced: Sequence[str] = ()) -> ProposalSummary:
+    """``status.proposal`` from the job's report and the wave ordering: the figures a person
+    approves on. Moves no wave can take under the capacity threshold make it infeasible."""
     s = report.summary
     problems = list(s.infeasible_reasons)
     problems += [f"{c.name}: {c.detail}" for c in report.constraints if not c.ok]
+    problems += [f"no order keeps the disks under the threshold for {u}" for u in unplaced[:20]]
     rows = len(report.brokers) > MAX_SUMMARY_ROWS or len(report.dirs) > MAX_SUMMARY_ROWS
     return ProposalSummary(
         plan_id=report.plan_id,
@@ -327,7 +340,8 @@ def summarise(report: PlanReport, waves: int) -> ProposalSummary:
         worst_spread_after=round(s.worst_spread_pp_after, 2),
         largest_utilisation_before=_pp(s.largest_util_before),
         largest_utilisation_after=_pp(s.largest_util_after),
-        feasible=s.feasible and report.ok,
+        feasible=s.feasible and report.ok and not unplaced,
+        band_scope=s.band_scope,
         problems=problems,
         brokers=[
             BrokerSummary(
@@ -387,14 +401,14 @@ def measure(disks: Sequence[DiskUse]) -> tuple[DiskMeasure, ...]:
 
 
 def outside_band(rb: Rebalance, measured: Sequence[DiskMeasure]) -> list[str]:
-    """Every broker whose disks are outside the band or over the threshold, in words."""
+    """Every broker in the band's scope whose disks are outside the band, and every disk over
+    the capacity threshold, in words. The scope is the proposal's (the planner's for the mode):
+    the end state is held to what was proposed, never more and never less."""
     band, limit = rb.spec.balance_band_percent, rb.spec.capacity_threshold_percent
     scope = _band_scope(rb)
     out = []
     for m in measured:
-        if scope is not None and m.broker_id not in scope:
-            continue
-        if m.spread > band + 1e-9:
+        if (scope is None or m.broker_id in scope) and m.spread > band + 1e-9:
             out.append(f"broker {m.broker_id}: disks spread {m.spread:.1f} pp (band {band:g} pp)")
         if m.largest_utilisation > limit + 1e-9:
             out.append(
@@ -405,12 +419,20 @@ def outside_band(rb: Rebalance, measured: Sequence[DiskMeasure]) -> list[str]:
 
 
 def _band_scope(rb: Rebalance) -> frozenset[int] | None:
-    """The brokers the band applies to (None: all). add-brokers balances onto the new ones;
-    remove-brokers and remove-disks only empty what they name, so their scope is the brokers
-    whose disks take the data: all but the removed ones."""
-    if rb.spec.mode == RebalanceMode.ADD_BROKERS:
+    """The brokers the band applies to (None: all), as the proposal says."""
+    proposal = rb.status.proposal if rb.status else None
+    scope = proposal.band_scope if proposal else "all"
+    if scope == "added":
         return frozenset(rb.spec.brokers or ())
+    if scope == "none":
+        return frozenset()
     return None
+
+
+def band_brokers(rb: Rebalance, measured: Sequence[DiskMeasure]) -> list[DiskMeasure]:
+    """The measured brokers the band applies to."""
+    scope = _band_scope(rb)
+    return [m for m in measured if scope is None or m.broker_id in scope]
 
 
 def check_spec(rb: Rebalance, cluster: ClusterView) -> list[str]:
@@ -445,6 +467,218 @@ def check_spec(rb: Rebalance, cluster: ClusterView) -> list[str]:
 def all_done(planned: Sequence[ChildPlan], children: Mapping[str, ChildView]) -> bool:
     """Every child of the proposal exists and succeeded (the handler then measures)."""
     return all((c := children.get(p.name)) is not None and c.phase == SUCCEEDED for p in planned)
+
+
+# -- the cluster, the proposal's moves and its children (pure parts of the handler) -------
+
+
+def cluster_fingerprint(
+    broker_cluster: Mapping[str, Any], topics: Sequence[Mapping[str, Any]]
+) -> dict[str, str]:
+    """What placement depends on, per object: the BrokerCluster's brokers, racks and disks;
+    each Topic's partitions and where its replicas are (broker and disk). Leaders, ISRs and
+    conditions are left out: they change all the time and move no byte."""
+    spec = broker_cluster.get("spec") or {}
+    out = dict(
+        [
+            fingerprint_of(
+                "BrokerCluster",
+                str(broker_cluster["metadata"]["name"]),
+                [spec.get("replicas"), spec.get("racks"), spec.get("logDirs")],
+            )
+        ]
+    )
+    for t in topics:
+        st = t.get("status") or {}
+        parts = sorted(
+            (
+                int(p["partition"]),
+                [(int(r["brokerId"]), r.get("logDir")) for r in p.get("replicas") or []],
+            )
+            for p in st.get("partitions") or []
+        )
+        key, digest = fingerprint_of(
+            "Topic",
+            kafka_topic_name(t),
+            [
+                (t.get("spec") or {}).get("partitions"),
+                parts,
+                bool(t["metadata"].get("deletionTimestamp")),
+            ],
+        )
+        out[key] = digest
+    return out
+
+
+@dataclass(frozen=True)
+class PlannedMove:
+    """One replica of the proposal changing broker or disk, with its size at the snapshot."""
+
+    topic: str
+    partition: int
+    from_broker: int
+    from_dir: str
+    to_broker: int
+    to_dir: str
+    size_bytes: int
+
+
+def planned_moves(snap: ClusterSnapshot, kafka_plan: Mapping[str, Any]) -> list[PlannedMove]:
+    """The replica moves of a kafka-reassign-partitions plan (``log_dirs`` are paths) against
+    the snapshot it was planned from: a target replica on a broker that did not hold the
+    partition comes from a replica that leaves (in order), sized as the partition's largest."""
+    where: dict[TP, dict[int, tuple[str, int]]] = {}
+    for r in snap.replicas:
+        where.setdefault((r.topic, r.partition), {})[r.broker_id] = (r.log_dir, r.size_bytes)
+    out = []
+    for entry in kafka_plan.get("partitions") or []:
+        key = (str(entry["topic"]), int(entry["partition"]))
+        now = where.get(key, {})
+        size = max((sz for _, sz in now.values()), default=0)
+        targets = [int(b) for b in entry["replicas"]]
+        dirs = list(entry.get("log_dirs") or [wire.ANY_LOG_DIR] * len(targets))
+        leaving = [b for b in now if b not in targets]
+        for b, d in zip(targets, dirs, strict=True):
+            if b in now:
+                src_dir, sz = now[b]
+                if d not in (wire.ANY_LOG_DIR, src_dir):
+                    out.append(PlannedMove(key[0], key[1], b, src_dir, b, d, sz))
+            else:
+                src = leaving.pop(0) if leaving else b
+                src_dir = now.get(src, ("", 0))[0]
+                out.append(PlannedMove(key[0], key[1], src, src_dir, b, d, size))
+    return out
+
+
+def assign_waves(
+    moves: Sequence[PlannedMove], snap: ClusterSnapshot, threshold: float
+) -> tuple[dict[TP, int], int, list[str]]:
+    """Which wave runs each partition (from 1), how many waves, and the moves no wave can take
+    (in words): ``plan.rebalance_order.order_waves`` over the snapshot's disks, so no disk goes
+    over ``threshold`` (a fraction) at any point of the execution."""
+    disks = [
+        order.Disk(
+            broker_id=d.broker_id,
+            log_dir=d.path,
+            capacity_bytes=d.capacity_bytes,
+            used_bytes=d.used_bytes,
+        )
+        for d in snap.log_dirs
+    ]
+    plan = order.order_waves(
+        disks,
+        [
+            order.Move(
+                topic=m.topic,
+                partition=m.partition,
+                source=order.DiskRef(m.from_broker, m.from_dir),
+                target=order.DiskRef(m.to_broker, m.to_dir),
+                size_bytes=m.size_bytes,
+            )
+            for m in moves
+        ],
+        threshold=threshold,
+    )
+    wave_of = {(m.topic, m.partition): i for i, wave in enumerate(plan.waves, 1) for m in wave}
+    unplaced = sorted({f"{u.move.topic}-{u.move.partition}: {u.message}" for u in plan.unscheduled})
+    return wave_of, len(plan.waves), unplaced
+
+
+def waves_document(
+    moves: Sequence[PlannedMove], snap: ClusterSnapshot, threshold: float
+) -> dict[str, Any]:
+    """``waves.json`` of the proposal ConfigMap: each moving partition's wave and bytes, so the
+    children of a later pass (or another operator) are built the same way."""
+    wave_of, waves, unplaced = assign_waves(moves, snap, threshold)
+    sizes: dict[TP, int] = {}
+    for m in moves:
+        sizes[(m.topic, m.partition)] = sizes.get((m.topic, m.partition), 0) + m.size_bytes
+    return {
+        "waves": waves,
+        "partitions": [
+            {"topic": t, "partition": p, "wave": w, "bytes": sizes.get((t, p), 0)}
+            for (t, p), w in sorted(wave_of.items())
+        ],
+        "unplaced": unplaced,
+    }
+
+
+@dataclass(frozen=True)
+class ChildManifest:
+    plan: ChildPlan
+    body: dict[str, Any]
+
+
+def plan_children(
+    rb: Rebalance, manifests: Mapping[str, Any], waves: Mapping[str, Any]
+) -> tuple[list[ChildManifest], int]:
+    """The children of a proposal, split by wave: each manifest of the job (a
+    PartitionReassignment, a LogDirMove) keeps only the entries of one wave, gets the
+    Rebalance's limits and its label; the owner reference is the handler's (it needs the uid)."""
+    n_waves = int(waves.get("waves") or 0)
+    wave_of = {(str(e["topic"]), int(e["partition"])): int(e["wave"]) for e in waves["partitions"]}
+    size_of = {(str(e["topic"]), int(e["partition"])): int(e["bytes"]) for e in waves["partitions"]}
+    out: list[ChildManifest] = []
+    for item in manifests.get("items") or []:
+        kind = str(item["kind"])
+        key = "partitions" if kind == "PartitionReassignment" else "moves"
+        by_wave: dict[int, list[dict[str, Any]]] = {}
+        for e in item["spec"].get(key) or []:
+            tp = (str(e["topic"]), int(e["partition"]))
+            if tp in wave_of:  # a partition no wave can take is never run
+                by_wave.setdefault(wave_of[tp], []).append(e)
+        for wave, entries in sorted(by_wave.items()):
+            name = str(item["metadata"]["name"])
+            if n_waves > 1:
+                name = f"{name}-w{wave}"
+            spec = {
+                **{k: v for k, v in item["spec"].items() if k != key},
+                key: entries,
+                **child_spec_limits(rb, kind),
+            }
+            labels = {
+                **(item["metadata"].get("labels") or {}),
+                CHILD_LABEL: rb.metadata.name,
+                CLUSTER_LABEL: rb.spec.cluster_name,
+            }
+            body = {
+                "apiVersion": item["apiVersion"],
+                "kind": kind,
+                "metadata": {"name": name, "labels": labels},
+                "spec": spec,
+            }
+            tps = {(str(e["topic"]), int(e["partition"])) for e in entries}
+            planned = sum(size_of.get(tp, 0) for tp in tps)
+            out.append(ChildManifest(ChildPlan(kind, name, wave, planned), body))
+    return out, n_waves
+
+
+def disk_uses(snap: ClusterSnapshot, rb: Rebalance) -> list[DiskUse]:
+    """The snapshot's disks as :func:`measure` reads them: disks being emptied (remove-disks)
+    and the disks of brokers being emptied (remove-brokers) are outside the band."""
+    removed = set(rb.spec.brokers or ()) if rb.spec.mode == RebalanceMode.REMOVE_BROKERS else set()
+    drained = [
+        (d.broker_id, d.log_dir)
+        for d in (rb.spec.log_dirs or ())
+        if rb.spec.mode == RebalanceMode.REMOVE_DISKS
+    ]
+    out = []
+    for d in snap.log_dirs:
+        emptied = any(
+            b == d.broker_id and (wire.refers_to_log_dir(ref, d.path) or ref == d.name)
+            for b, ref in drained
+        )
+        out.append(
+            DiskUse(
+                broker_id=d.broker_id,
+                name=d.name,
+                capacity_bytes=d.capacity_bytes,
+                used_bytes=d.used_bytes,
+                live=d.live,
+                counted=not emptied and d.broker_id not in removed and not d.cordoned,
+            )
+        )
+    return out
 
 
 # -- one pass -----------------------------------------------------------------------------
@@ -641,16 +875,17 @@ def _pending(p: _Pass) -> None:
     if job.state == JobState.RUNNING:
         p.active = True
         return
-    p.actions.append(CleanupJob(job.name))
     if job.state == JobState.FAILED:
+        p.actions.append(CleanupJob(job.name))
         p.to(Phase.NOT_READY, "JobFailed", f"the planning job failed: {job.message}", warn=True)
         return
     if obs.report is None:
+        p.actions.append(CleanupJob(job.name))
         p.to(Phase.NOT_READY, "JobFailed", "the planning job wrote no report", warn=True)
         return
-    summary = summarise(obs.report, obs.waves)
+    summary = summarise(obs.report, obs.waves, obs.unplaced)
     cm = config_map_name(p.name)
-    p.actions.append(WriteProposal(job.name, cm))
+    p.actions += [WriteProposal(job.name, cm), CleanupJob(job.name)]
     p.update(proposal=summary, proposal_config_map=cm)
     if not summary.feasible:
         why = "; ".join(summary.problems) or "the planner found no placement inside the targets"
@@ -681,6 +916,8 @@ def _ready(p: _Pass) -> None:
     if not (p.status.approved or p.rb.spec.auto_approve):
         return
     changed = stale(p.status.snapshot_fingerprint, p.obs.fingerprint)
+    if not p.obs.proposal_found:
+        changed = [f"the proposal ConfigMap {p.status.proposal_config_map} is gone", *changed]
     if changed:
         p.start_planning("the proposal predates a change to the cluster: " + ", ".join(changed[:5]))
         return
@@ -765,6 +1002,18 @@ def _rebalancing(p: _Pass) -> None:
         return  # stopped in this pass
     obs = p.obs
     p.active = True
+    if not obs.proposal_found:
+        running = _cancel_children(p)
+        p.update(completion_time=iso(obs.now), rate_bytes_per_second=None, eta_seconds=None)
+        p.to(
+            Phase.NOT_READY,
+            "ProposalGone",
+            f"the proposal ConfigMap {p.status.proposal_config_map} was deleted while "
+            f"rebalancing: cancel sent to {running} running children",
+            warn=True,
+        )
+        p.active = False
+        return
     created = [c for c in obs.planned if c.wave <= p.status.wave]
     for c in created:
         v = obs.children.get(c.name)
@@ -806,7 +1055,10 @@ def _rebalancing(p: _Pass) -> None:
     out = outside_band(p.rb, obs.measured)
     p.update(measured=list(obs.measured), completion_time=iso(obs.now), eta_seconds=0)
     p.active = False
-    worst = max((m.spread for m in obs.measured), default=0.0)
+    scoped = band_brokers(p.rb, obs.measured)
+    worst = max((m.spread for m in scoped), default=0.0)
+    names = ", ".join(str(m.broker_id) for m in scoped) or "none"
+    where = "" if len(scoped) == len(obs.measured) else f" over brokers {names} (the mode's scope)"
     if out:
         p.to(
             Phase.NOT_READY,
@@ -819,7 +1071,7 @@ def _rebalancing(p: _Pass) -> None:
     p.to(
         Phase.READY,
         "Ready",
-        f"every child succeeded; measured now: worst disk spread {worst:.1f} pp (band "
+        f"every child succeeded; measured now: worst disk spread {worst:.1f} pp{where} (band "
         f"{p.rb.spec.balance_band_percent:g} pp), every disk under "
         f"{p.rb.spec.capacity_threshold_percent:g}%",
     )
