@@ -49,8 +49,18 @@ def ldir(
     )
 
 
+BC = {
+    "metadata": {"name": "demo"},
+    "spec": {
+        "replicas": 3,
+        "logDirs": [{"name": "a", "size": "1000"}, {"name": "b", "size": "500"}],
+    },
+}
+
+
 def test_sample_from_describes() -> None:
     describes: dict[int, wire.DescribeLogDirsResponse | None] = {
+        # Its own volumes: measured as the volumes report.
         0: wire.DescribeLogDirsResponse(
             broker_id=0,
             log_dirs=[
@@ -59,20 +69,32 @@ def test_sample_from_describes() -> None:
                 ldir("/d0/data-b", 1000, 900, rep("t", 1, 40, future=True)),
             ],
         ),
+        # Dirs on one filesystem (the same figures): their replicas over their spec size.
         1: wire.DescribeLogDirsResponse(
-            broker_id=1, log_dirs=[ldir("/d1/data-a", 2000, 2000, rep("t", 0, 480), live=False)]
+            broker_id=1,
+            log_dirs=[
+                ldir("/d1/data-a", 10**9, 5 * 10**8, rep("t", 0, 480)),
+                ldir("/d1/data-b", 10**9, 5 * 10**8, rep("t", 2, 50)),
+                ldir("/d1/data-c", 2000, 2000, live=False),
+            ],
         ),
         2: None,
     }
-    s = bo.sample_from_describes(50.0, range(3), describes)
+    s = bo.sample_from_describes(50.0, range(3), describes, BC)
     assert s.time == 50.0
     assert s.expected_brokers == {0, 1, 2} and s.answered == {0, 1}
     assert [(d.broker_id, d.log_dir, d.used_bytes, d.capacity_bytes, d.live) for d in s.disks] == [
         (0, "a", 700, 1000, True),
         (0, "b", 100, 1000, True),
-        (1, "a", 0, 2000, False),
+        (1, "a", 480, 1000, True),
+        (1, "b", 50, 500, True),
+        (1, "c", 0, 2000, False),
     ]
-    assert s.partitions == (PartitionSize("t", 0, 500), PartitionSize("t", 1, 100))
+    assert s.partitions == (
+        PartitionSize("t", 0, 500),
+        PartitionSize("t", 1, 100),
+        PartitionSize("t", 2, 50),
+    )
     assert s.problem == "broker 2 did not answer"
 
 

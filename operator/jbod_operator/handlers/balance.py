@@ -86,7 +86,7 @@ async def sample_and_decide(ctx: Ctx, body: dict[str, Any], now: float | None = 
     taken = time.time() if now is None else now
     if len(det.history) and taken <= det.history.samples()[-1].time:
         return  # the wall clock stepped back: wait for it rather than reorder the history
-    det.history.add(balance_objects.sample_from_describes(taken, range(count), describes))
+    det.history.add(balance_objects.sample_from_describes(taken, range(count), describes, body))
     cfg = TriggerConfig.from_spec(balance, slack_s=ctx.settings.broker_timeout_seconds)
     views = [balance_objects.rebalance_view(r) for r in await _rebalances(ctx, ns, name)]
     decision = decide(

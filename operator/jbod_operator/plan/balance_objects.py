@@ -28,6 +28,7 @@ from .balance_trigger import (
 )
 from .builders import owner_reference
 from .conditions import iso, parse_iso
+from .snapshot import build_snapshot
 
 MAX_NAME = 63
 """A created Rebalance's name fits a label value (its children are labelled with it)."""
@@ -38,36 +39,44 @@ def sample_from_describes(
     time: float,
     expected: range | frozenset[int],
     describes: Mapping[int, wire.DescribeLogDirsResponse | None],
+    broker_cluster: Mapping[str, Any],
 ) -> Sample:
-    """One sample: each answering broker's dirs (used = capacity - usable, as the brokers' own
-    room rule counts it) and each partition's size (its largest current replica; a future
-    copy being moved in is not a second partition)."""
-    disks: list[DiskSample] = []
+    """One sample: each answering broker's dirs, measured as the planner's snapshot measures
+    them (``plan.snapshot.build_snapshot``: the volume's used bytes and size, or, for dirs
+    sharing one filesystem, their replicas' bytes and their size in the spec), so detection
+    and the Rebalance it creates agree on what is skewed; and each partition's size (its
+    largest current replica; a future copy being moved in is not a second partition)."""
+    answering = {b: d for b, d in describes.items() if d is not None}
+    snap = build_snapshot(
+        str((broker_cluster.get("metadata") or {}).get("name", "")),
+        dict(broker_cluster),
+        [],
+        answering,
+    )
+    disks = tuple(
+        DiskSample(
+            broker_id=d.broker_id,
+            log_dir=d.name,
+            used_bytes=d.used_bytes,
+            capacity_bytes=d.capacity_bytes,
+            live=d.live,
+            cordoned=d.cordoned,
+        )
+        for d in snap.log_dirs
+        if d.broker_id in answering
+    )
     sizes: dict[tuple[str, int], int] = {}
-    for b in sorted(describes):
-        desc = describes[b]
-        if desc is None:
-            continue
-        for d in desc.log_dirs:
-            disks.append(
-                DiskSample(
-                    broker_id=b,
-                    log_dir=wire.log_dir_short_name(d.path),
-                    used_bytes=max(0, d.total_bytes - d.usable_bytes),
-                    capacity_bytes=d.total_bytes,
-                    live=d.is_live,
-                    cordoned=d.cordoned,
-                )
-            )
-            for p in d.partitions:
+    for desc in answering.values():
+        for ld in desc.log_dirs:
+            for p in ld.partitions:
                 if not p.is_future:
                     key = (p.topic, p.partition)
                     sizes[key] = max(sizes.get(key, 0), p.size)
     return Sample(
         time=time,
         expected_brokers=frozenset(expected),
-        answered=frozenset(b for b, d in describes.items() if d is not None),
-        disks=tuple(disks),
+        answered=frozenset(answering),
+        disks=disks,
         partitions=tuple(PartitionSize(t, p, n) for (t, p), n in sorted(sizes.items())),
     )
 
