@@ -16,7 +16,7 @@ from typing import Any
 
 import kopf
 
-from .handlers import clusters, logdirmoves, reassignments, rebalances, topics
+from .handlers import balance, clusters, logdirmoves, reassignments, rebalances, topics
 from .handlers.context import Ctx, close_context, open_context
 from .models import GROUP, VERSION
 from .settings import load_settings
@@ -100,6 +100,14 @@ async def cluster_observe(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     # A TemporaryError is retried by the change handler; the next tick observes again.
     with contextlib.suppress(kopf.TemporaryError):
         await clusters.on_cluster(memo["ctx"], body)
+
+
+@kopf.daemon(GROUP, VERSION, "brokerclusters", backoff=5, cancellation_timeout=5)
+async def cluster_balance(
+    body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped, **_: Any
+) -> None:
+    """Continuous detection for each BrokerCluster (``handlers.balance.follow``)."""
+    await balance.follow(memo["ctx"], body, stopped)
 
 
 # -- Topic --------------------------------------------------------------------------------

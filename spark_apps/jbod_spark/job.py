@@ -33,7 +33,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--broker-tolerance", type=float, default=0.05)
     p.add_argument("--target-utilisation", type=float, default=0.7)
     p.add_argument("--min-move-bytes", type=int, default=0)
-    p.add_argument("--metrics", default="", help="metric history (Parquet), optional")
+    p.add_argument(
+        "--metrics",
+        default="",
+        help="metric history (Parquet, or JSON lines ending in .jsonl as the operator keeps it), "
+        "optional",
+    )
     p.add_argument("--horizon-hours", type=float, default=24.0, help="with --metrics")
     p.add_argument("--throttle", type=int, default=None, help="bytes/s for the manifests")
     p.add_argument("--name-prefix", default=None)

@@ -137,9 +137,20 @@ def load_fleet(spark: SparkSession, path: str) -> list[ClusterArrays]:
     return out
 
 
+METRICS_JSON_SCHEMA = (
+    "cluster STRING, time DOUBLE, topic STRING, partition BIGINT, size BIGINT, bytes_in DOUBLE"
+)
+"""The metric history as JSON lines (``.jsonl``): what the operator's continuous detection
+keeps (``jbod_operator.plan.balance_trigger.metric_history_rows``; time in epoch seconds)."""
+
+
 def aggregate_metrics(spark: SparkSession, path: str, quantile: float = 0.95) -> DataFrame:
-    """Per-partition load estimate from the metric history, in Spark SQL."""
-    df = spark.read.parquet(path)
+    """Per-partition load estimate from the metric history (Parquet, or JSON lines when the
+    path ends in ``.jsonl``), in Spark SQL."""
+    if path.endswith(".jsonl"):
+        df = spark.read.schema(METRICS_JSON_SCHEMA).json(path)
+    else:
+        df = spark.read.parquet(path)
     df.createOrReplaceTempView("metric_history")
     cluster_col = "cluster" if "cluster" in df.columns else "CAST(NULL AS STRING)"
     time_type = dict(df.dtypes)["time"]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from jbod_operator.models import (
+    BalanceTrigger,
     BrokerClusterSpec,
     LogDirMoveSpec,
     PartitionReassignmentSpec,
@@ -150,6 +151,19 @@ VALID = [
         config={"min.insync.replicas": "2", "num.replica.alter.log.dirs.threads": "4"},
         resources={"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
     ),
+    broker_cluster(
+        "balanced",
+        balance={
+            "enabled": True,
+            "diskSpreadThresholdPercent": 7.5,
+            "windowSeconds": 300,
+            "cooldownSeconds": 1800,
+            "triggers": ["disk-imbalance", "disk-added"],
+            "autoApprove": True,
+            "sampleIntervalSeconds": 10,
+            "historySamples": 360,
+        },
+    ),
     topic("orders", minInsyncReplicas=2, configs={"retention.ms": "604800000"}),
     topic("offsets", topicName="__consumer_offsets", partitions=50, replicationFactor=1),
     log_dir_move("move1", moves=[MOVE, {**MOVE, "partition": 2, "logDir": "/data/d1"}]),
@@ -191,6 +205,21 @@ def test_server_applies_schema_defaults(kube: KubeCluster) -> None:
     assert bc["imagePullPolicy"] == "IfNotPresent"
     assert bc["image"] == "ghcr.io/jbod-operator/broker:0.1.0"
     assert "racks" not in bc
+    assert "balance" not in bc  # continuous detection is off unless asked for
+    ok(run(kube, "apply", "-f", "-", manifest=broker_cluster("bc-balance", balance={})))
+    balance = get(kube, "brokerclusters", "bc-balance")["spec"]["balance"]
+    assert balance == {
+        "enabled": False,
+        "diskSpreadThresholdPercent": 10.0,
+        "windowSeconds": 600,
+        "cooldownSeconds": 3600,
+        "autoApprove": False,
+        "sampleIntervalSeconds": 30,
+        "historySamples": 240,
+    }
+    assert BrokerClusterSpec.model_validate(
+        get(kube, "brokerclusters", "bc-balance")["spec"]
+    ).balance.triggers == list(BalanceTrigger)  # type: ignore[union-attr]
 
 
 def test_unknown_fields_are_refused_by_strict_validation(kube: KubeCluster) -> None:
@@ -405,6 +434,42 @@ REFUSED = [
         "unknown-image-pull-policy",
         broker_cluster("pull", imagePullPolicy="Sometimes"),
         ["spec.imagePullPolicy", 'Unsupported value: "Sometimes"', '"IfNotPresent"'],
+    ),
+    # continuous detection (issue 16)
+    Refused(
+        "balance-unknown-trigger",
+        broker_cluster("trig", balance={"triggers": ["disk-full"]}),
+        ["spec.balance.triggers[0]", 'Unsupported value: "disk-full"'],
+    ),
+    Refused(
+        "balance-trigger-twice",
+        broker_cluster("trig2", balance={"triggers": ["disk-added", "disk-added"]}),
+        ["spec.balance.triggers[1]", "Duplicate value"],
+    ),
+    Refused(
+        "balance-huge-window",
+        broker_cluster("win", balance={"windowSeconds": 10**12}),
+        ["spec.balance.windowSeconds", "should be less than or equal to 604800"],
+    ),
+    Refused(
+        "balance-zero-threshold",
+        broker_cluster("thr", balance={"diskSpreadThresholdPercent": 0}),
+        ["spec.balance.diskSpreadThresholdPercent", "must be at least 0.5 percentage points"],
+    ),
+    Refused(
+        "balance-small-threshold",
+        broker_cluster("thr2", balance={"diskSpreadThresholdPercent": 0.25}),
+        ["spec.balance.diskSpreadThresholdPercent", "should be greater than or equal to 0.5"],
+    ),
+    Refused(
+        "balance-history-shorter-than-window",
+        broker_cluster("hist", balance={"windowSeconds": 600, "historySamples": 10}),
+        ["spec.balance", "historySamples x sampleIntervalSeconds must be longer than"],
+    ),
+    Refused(
+        "balance-zero-interval",
+        broker_cluster("intv", balance={"sampleIntervalSeconds": 0}),
+        ["spec.balance.sampleIntervalSeconds", "should be greater than or equal to 1"],
     ),
     # CEL
     Refused(

@@ -298,6 +298,23 @@ VALID_SPECS: list[tuple[type[BaseModel], dict[str, Any]]] = [
             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
         },
     ),
+    (
+        BrokerCluster,
+        {
+            "replicas": 3,
+            "logDirs": [{"name": "d0", "size": "10Gi"}],
+            "balance": {
+                "enabled": True,
+                "diskSpreadThresholdPercent": 7.5,
+                "windowSeconds": 300,
+                "cooldownSeconds": 1800,
+                "triggers": ["disk-imbalance", "broker-added"],
+                "autoApprove": True,
+                "sampleIntervalSeconds": 10,
+                "historySamples": 360,
+            },
+        },
+    ),
     (Topic, {"clusterName": "bc1", "partitions": 3, "replicationFactor": 2}),
     (
         Topic,
@@ -338,6 +355,30 @@ INVALID_SPECS: list[tuple[type[BaseModel], dict[str, Any], str]] = [
         BrokerCluster,
         {"replicas": 1, "logDirs": [{"name": "d", "size": "1"}], "imagePullPolicy": "Sometimes"},
         "enum",
+    ),
+    (
+        BrokerCluster,
+        {"replicas": 1, "logDirs": [{"name": "d", "size": "1"}], "balance": {"triggers": ["x"]}},
+        "enum",
+    ),
+    (
+        BrokerCluster,
+        {"replicas": 1, "logDirs": [{"name": "d", "size": "1"}], "balance": {"windowSeconds": -1}},
+        "minimum",
+    ),
+    (
+        BrokerCluster,
+        {
+            "replicas": 1,
+            "logDirs": [{"name": "d", "size": "1"}],
+            "balance": {"diskSpreadThresholdPercent": 101},
+        },
+        "maximum",
+    ),
+    (
+        BrokerCluster,
+        {"replicas": 1, "logDirs": [{"name": "d", "size": "1"}], "balance": {"historySamples": 1}},
+        "minimum",
     ),
     (Topic, {"clusterName": "bc1", "partitions": 0, "replicationFactor": 1}, "minimum"),
     (Topic, {"clusterName": "bc1", "partitions": 1}, "required"),

@@ -126,10 +126,11 @@ the resources it serves. tests/unit/test_chart_templates.py compares them with t
   resources: ["partitionreassignments/status"]
   verbs: ["patch"]
 # Rebalances: read afresh on each pass, the command annotation removed once acted on (patch),
-# their status merge-patched.
+# their status merge-patched; continuous detection lists a cluster's Rebalances (never two at
+# once) and creates one when a trigger holds.
 - apiGroups: ["jbod.io"]
   resources: ["rebalances"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "patch", "create"]
 - apiGroups: ["jbod.io"]
   resources: ["rebalances/status"]
   verbs: ["patch"]

@@ -4,7 +4,12 @@ token Secret → storage changes (classified before anything acts) → ConfigMap
 StatefulSet (server-side apply) → observe brokers → status. Adding a log dir recreates the
 StatefulSet with orphaned pods (volumeClaimTemplates are immutable) and keeps every PVC;
 removing one is refused, with a condition naming the directory, until it is verified empty on
-every broker (a LogDirMove drain empties it; Strimzi #9640).
+every broker (a LogDirMove drain empties it; Strimzi #9640). Lowering ``spec.replicas`` is
+refused the same way (``plan.scale_down``), with the condition ``ScaleDownBlocked``, while a
+broker that would go still holds replicas by the Topic statuses.
+
+``status.balance`` belongs to continuous detection (``handlers.balance``): this reconcile never
+writes it, so a pass that read the object before a sample cannot put an older summary back.
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ from ..clients.kube import (
     SECRETS,
     SERVICES,
     STATEFULSETS,
+    TOPICS,
     KubeClient,
 )
 from ..models import BrokerCluster
-from ..plan import builders
+from ..plan import builders, scale_down
 from ..plan.conditions import set_condition
 from ..plan.storage_diff import diff_log_dirs, log_dirs_from_statefulset, removal_blockers
 from ..settings import OperatorSettings
@@ -73,11 +79,15 @@ def nonempty_dirs(
 
 
 def broker_states(
-    bc: BrokerCluster, describes: dict[int, wire.DescribeLogDirsResponse | None], pool_url: Any
+    bc: BrokerCluster,
+    describes: dict[int, wire.DescribeLogDirsResponse | None],
+    pool_url: Any,
+    count: int | None = None,
 ) -> list[dict[str, Any]]:
+    """``count``: the brokers there are (the spec's, unless a scale-down waits)."""
     racks = bc.spec.racks or []
     out = []
-    for b in range(bc.spec.replicas):
+    for b in range(bc.spec.replicas if count is None else count):
         desc = describes.get(b)
         dirs = []
         offline = []
@@ -124,6 +134,7 @@ async def reconcile_cluster(
     name = bc.metadata.name
     gen = bc.metadata.generation
     status: dict[str, Any] = dict(body.get("status") or {})
+    status.pop("balance", None)  # continuous detection's (handlers.balance)
     conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
     outcome = ClusterOutcome(status)
 
@@ -140,7 +151,9 @@ async def reconcile_cluster(
         # An earlier pass deleted it with orphan propagation; the garbage collector finishes
         # that (pods and PVCs keep running), then the new StatefulSet is created and adopts them.
         raise StatefulSetTerminating(f"waiting for StatefulSet {ns}/{sts_name} to be deleted")
-    ids = list(range(bc.spec.replicas))
+    scale = await _scale_decision(kube, bc, current_sts)
+    count = scale.replicas
+    ids = list(range(count))
     describes = await pool.describe(ns, name, ids)
     effective = bc
     storage_msg = ""
@@ -168,6 +181,17 @@ async def reconcile_cluster(
                 update={"spec": bc.spec.model_copy(update={"log_dirs": ordered})}
             )
         recreate = diff_log_dirs(current, list(effective.spec.log_dirs)).recreate_statefulset
+    if scale.blocked:
+        effective = effective.model_copy(
+            update={"spec": effective.spec.model_copy(update={"replicas": count})}
+        )
+        previous = next((c for c in conditions if c.get("type") == scale_down.CONDITION), None)
+        if not (
+            previous
+            and previous.get("status") == "True"
+            and previous.get("message") == scale.message
+        ):
+            outcome.events.append(("Warning", "ScaleDownRefused", scale.message))
 
     # 3. The objects, by server-side apply (idempotent).
     controller_url = f"{settings.controller_url.rstrip('/')}/clusters/{ns}/{name}"
@@ -197,17 +221,33 @@ async def reconcile_cluster(
     await kube.apply(STATEFULSETS, ns, sts)
 
     # 4. Observe and report.
-    brokers = broker_states(bc, describes, lambda b: pool.url(ns, name, b))
+    brokers = broker_states(bc, describes, lambda b: pool.url(ns, name, b), count)
     ready = sum(1 for b in brokers if b["live"])
     offline = [f"broker {b['id']}: {d}" for b in brokers for d in b["offlineLogDirs"]]
+    refused = "; ".join(m for m in (storage_msg, scale.message) if m)
     conditions = set_condition(
         conditions,
         "Ready",
-        ready == bc.spec.replicas and not storage_msg,
-        "AllBrokersReady" if ready == bc.spec.replicas else "BrokersNotReady",
-        storage_msg or f"{ready}/{bc.spec.replicas} brokers answer",
+        ready == count and not refused,
+        (
+            "ScaleDownBlocked"
+            if scale.blocked and ready == count
+            else "AllBrokersReady"
+            if ready == count
+            else "BrokersNotReady"
+        ),
+        refused or f"{ready}/{count} brokers answer",
         gen,
     )
+    if scale.blocked or any(c.get("type") == scale_down.CONDITION for c in conditions):
+        conditions = set_condition(
+            conditions,
+            scale_down.CONDITION,
+            bool(scale.blocked),
+            scale_down.REASON_BLOCKED if scale.blocked else scale_down.REASON_CLEAR,
+            scale.message or "no broker that would be removed holds a replica",
+            gen,
+        )
     conditions = set_condition(
         conditions,
         "Degraded",
@@ -219,9 +259,9 @@ async def reconcile_cluster(
     conditions = set_condition(
         conditions,
         "Progressing",
-        ready < bc.spec.replicas,
-        "WaitingForBrokers" if ready < bc.spec.replicas else "Stable",
-        f"{bc.spec.replicas - ready} brokers not answering yet" if ready < bc.spec.replicas else "",
+        ready < count,
+        "WaitingForBrokers" if ready < count else "Stable",
+        f"{count - ready} brokers not answering yet" if ready < count else "",
         gen,
     )
     prev_offline = {
@@ -241,9 +281,26 @@ async def reconcile_cluster(
         "brokers": brokers,
         "logDirs": [d.name for d in effective.spec.log_dirs],
     }
-    if outcome.status != body.get("status"):
+    before = {k: v for k, v in (body.get("status") or {}).items() if k != "balance"}
+    if outcome.status != before:
         await kube.patch_status(BROKER_CLUSTERS, ns, name, outcome.status)
     return outcome
+
+
+async def _scale_decision(
+    kube: KubeClient, bc: BrokerCluster, current_sts: dict[str, Any] | None
+) -> scale_down.ScaleDecision:
+    """The broker count to apply: a decrease waits while a leaving broker holds replicas."""
+    current = None if current_sts is None else (current_sts.get("spec") or {}).get("replicas")
+    if current is None or bc.spec.replicas >= int(current):
+        return scale_down.ScaleDecision(bc.spec.replicas)
+    topics = [
+        t
+        for t in await kube.list(TOPICS, bc.metadata.namespace)
+        if (t.get("spec") or {}).get("clusterName") == bc.metadata.name
+    ]
+    held = scale_down.replicas_per_broker(topics)
+    return scale_down.decide_replicas(int(current), bc.spec.replicas, held)
 
 
 # -- kopf's side ------------------------------------------------------------------------------

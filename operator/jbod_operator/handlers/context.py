@@ -35,6 +35,8 @@ class Ctx:
     endpoint: ControllerEndpoint | None = None
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     controllers: dict[tuple[str, str], ClusterController] = field(default_factory=dict)
+    detectors: dict[tuple[str, str], Any] = field(default_factory=dict)
+    """Continuous detection's state per cluster (``handlers.balance.Detector``)."""
     planning: JobLauncher | None = None
     """Where Rebalances' planning jobs run (made on first use, from the settings)."""
 

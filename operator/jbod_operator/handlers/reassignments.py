@@ -85,7 +85,7 @@ async def reconcile_reassignment(
     bc = BrokerCluster.model_validate(bc_raw) if bc_raw is not None else None
     describes: dict[int, wire.DescribeLogDirsResponse | None] = {}
     if bc is not None:
-        describes = await pool.describe(ns, bc.metadata.name, list(range(bc.spec.replicas)))
+        describes = await pool.describe(ns, bc.metadata.name, list(range(bc.broker_count)))
     async with ctrl.lock:
         obs, raw_topics = await observe(kube, ctrl, pr, bc, describes)
         decision = advance(obs)

@@ -5,7 +5,14 @@ Group ``jbod.io``, version ``v1alpha1``. Fields are camelCase on the wire (Kuber
 conventions) and snake_case in Python.
 """
 
-from .broker_cluster import BrokerCluster, BrokerClusterSpec, BrokerClusterStatus, LogDir
+from .broker_cluster import (
+    BalanceSpec,
+    BalanceTrigger,
+    BrokerCluster,
+    BrokerClusterSpec,
+    BrokerClusterStatus,
+    LogDir,
+)
 from .common import GROUP, VERSION, Condition
 from .log_dir_move import LogDirMove, LogDirMoveSpec, LogDirMoveStatus
 from .reassignment import PartitionReassignment, PartitionReassignmentSpec
@@ -22,6 +29,8 @@ from .topic import Topic, TopicSpec, TopicStatus, kafka_topic_name
 __all__ = [
     "GROUP",
     "VERSION",
+    "BalanceSpec",
+    "BalanceTrigger",
     "BrokerCluster",
     "BrokerClusterSpec",
     "BrokerClusterStatus",

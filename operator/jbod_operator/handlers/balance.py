@@ -1,0 +1,192 @@
+"""Continuous detection (issue 16): a daemon per BrokerCluster samples describe-log-dirs every
+``spec.balance.sampleIntervalSeconds``, keeps the bounded history in memory, writes its summary
+to ``status.balance`` and creates a Rebalance when ``plan.balance_trigger.decide`` says so.
+
+A daemon rather than a kopf timer: the interval is the cluster's own setting and can change
+with its spec (a timer's is fixed when it is registered), as the LogDirMove daemon re-reads
+its resource on every round. Only the active operator samples; a standby, or a cluster whose
+detection is off, looks again after the reconcile interval. The history lives in
+``Ctx.detectors`` (it is also the Spark job's metric history: :func:`metric_history`), and is
+lost when the operator restarts: a restarted operator starts a new window, while what must
+survive (the brokers and dirs accounted for, the last triggered Rebalance, the cooldown)
+is read back from ``status.balance`` and from the Rebalances themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import kopf
+
+from ..clients.kube import BROKER_CLUSTERS, REBALANCES, ApiError
+from ..models import BrokerCluster
+from ..plan import balance_objects
+from ..plan.balance_trigger import History, TriggerConfig, decide, metric_history_rows
+from .context import Ctx, post_events
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Detector:
+    """One cluster's detection state in memory."""
+
+    history: History = field(default_factory=lambda: History(2))
+
+    def reset(self) -> None:
+        self.history.clear()
+
+
+def detector_for(ctx: Ctx, ns: str, name: str) -> Detector:
+    d = ctx.detectors.get((ns, name))
+    if not isinstance(d, Detector):
+        d = Detector()
+        ctx.detectors[(ns, name)] = d
+    return d
+
+
+def metric_history(ctx: Ctx, ns: str, name: str) -> str:
+    """The cluster's history as JSON lines in the Spark job's metric-history columns
+    (``python -m jbod_spark.job --metrics FILE.jsonl``); empty when nothing was sampled."""
+    d = ctx.detectors.get((ns, name))
+    if not isinstance(d, Detector):
+        return ""
+    rows = metric_history_rows(d.history, name)
+    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+
+
+async def _rebalances(ctx: Ctx, ns: str, cluster: str) -> list[dict[str, Any]]:
+    try:
+        items = await ctx.kube.list(REBALANCES, ns)
+    except ApiError as e:
+        if e.status == 404:  # the Rebalance CRD is not installed: nothing can be running
+            return []
+        raise
+    return [r for r in items if (r.get("spec") or {}).get("clusterName") == cluster]
+
+
+async def sample_and_decide(ctx: Ctx, body: dict[str, Any], now: float | None = None) -> None:
+    """One round: sample, decide, create the Rebalance if due, write ``status.balance``."""
+    bc = BrokerCluster.model_validate(body)
+    balance = bc.spec.balance
+    ns = bc.metadata.namespace or "default"
+    name = bc.metadata.name
+    det = detector_for(ctx, ns, name)
+    if balance is None or not balance.enabled:
+        det.reset()
+        return
+    det.history.resize(balance.history_samples)
+    status_balance: dict[str, Any] = dict((body.get("status") or {}).get("balance") or {})
+    count = bc.broker_count
+    describes = await ctx.pool.describe(ns, name, list(range(count)))
+    taken = time.time() if now is None else now
+    if len(det.history) and taken <= det.history.samples()[-1].time:
+        return  # the wall clock stepped back: wait for it rather than reorder the history
+    det.history.add(balance_objects.sample_from_describes(taken, range(count), describes, body))
+    cfg = TriggerConfig.from_spec(balance, slack_s=ctx.settings.broker_timeout_seconds)
+    views = [balance_objects.rebalance_view(r) for r in await _rebalances(ctx, ns, name)]
+    decision = decide(
+        det.history.samples(),
+        cfg,
+        taken,
+        balance_objects.known_from_status(status_balance),
+        views,
+        balance_objects.last_triggered_at(status_balance),
+    )
+    last = status_balance.get("lastTriggered")
+    known = decision.known
+    events: list[tuple[str, str, str]] = []
+    create = decision.create
+    if create is not None:
+        manifest = balance_objects.build_rebalance(bc, create, taken)
+        rb_name = manifest["metadata"]["name"]
+        try:
+            await ctx.kube.create(REBALANCES, ns, manifest)
+        except ApiError as e:
+            if e.status != 409:  # 409: this very decision, made before a crash
+                log.warning(
+                    "could not create a Rebalance",
+                    extra={"cluster": name, "rebalance": rb_name, "error": str(e)},
+                )
+                decision = replace(
+                    decision, create=None, message=f"could not create Rebalance {rb_name}: {e}"
+                )
+                create = None
+        if create is not None:
+            last = balance_objects.triggered_record(manifest, create, taken)
+            known = create.known_after
+            # It runs from now, and the cooldown counts from it.
+            decision = replace(decision, active=rb_name, cooldown_until=taken + cfg.cooldown_s)
+            events.append(
+                (
+                    "Normal",
+                    "RebalanceCreated",
+                    f"created Rebalance {rb_name} ({create.mode.value}, trigger "
+                    f"{create.trigger.value}{', auto-approved' if balance.auto_approve else ''})"
+                    f": {create.reason}",
+                )
+            )
+            log.info(
+                "Rebalance created by continuous detection",
+                extra={"cluster": name, "rebalance": rb_name, "reason": create.reason},
+            )
+    new_status = balance_objects.balance_status(
+        replace(decision, known=known),
+        samples=len(det.history),
+        last_sample_time=taken,
+        last_triggered=last,
+    )
+    await ctx.kube.patch_status(BROKER_CLUSTERS, ns, name, {"balance": new_status})
+    post_events(body, events)
+
+
+OFF = "continuous detection is off (spec.balance.enabled)"
+
+
+async def _say_off(ctx: Ctx, body: dict[str, Any]) -> None:
+    """A summary left from when detection was on no longer claims to watch: its window and
+    message go (what was accounted for stays, for when it is turned on again)."""
+    balance = (body.get("status") or {}).get("balance")
+    if balance and balance.get("message") != OFF:
+        meta = body["metadata"]
+        await ctx.kube.patch_status(
+            BROKER_CLUSTERS,
+            meta.get("namespace"),
+            meta["name"],
+            {"balance": {"message": OFF, "sustainedSince": None, "samples": 0}},
+        )
+
+
+async def follow(ctx: Ctx, body: kopf.Body, stopped: kopf.DaemonStopped) -> None:
+    """Sample one BrokerCluster while it lives (the daemon ``main.cluster_balance``)."""
+    meta = body["metadata"]
+    ns, name = meta.get("namespace") or "default", meta["name"]
+    idle = ctx.settings.reconcile_interval_seconds
+    try:
+        while not stopped:
+            started = time.monotonic()
+            wait = idle
+            try:
+                fresh = await ctx.kube.get(BROKER_CLUSTERS, ns, name)
+                if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+                    return
+                spec = (fresh.get("spec") or {}).get("balance") or {}
+                if ctx.elector.is_leader and spec.get("enabled"):
+                    wait = float(spec.get("sampleIntervalSeconds") or idle)
+                    await sample_and_decide(ctx, fresh)
+                else:
+                    detector_for(ctx, ns, name).reset()
+                    if ctx.elector.is_leader:
+                        await _say_off(ctx, fresh)
+            except Exception:
+                log.exception("balance sample failed", extra={"cluster": name})
+            pause = wait - (time.monotonic() - started)
+            if pause > 0:
+                await stopped.wait(pause)
+    finally:
+        if stopped:
+            ctx.detectors.pop((ns, name), None)

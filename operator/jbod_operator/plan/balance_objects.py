@@ -1,0 +1,204 @@
+"""Continuous detection's translations, pure: describe-log-dirs answers into a
+:class:`~.balance_trigger.Sample`, Rebalance objects into :class:`~.balance_trigger.RebalanceView`,
+a decision into the Rebalance to create and into ``BrokerCluster.status.balance``.
+
+The sampler (``handlers.balance``) does the I/O around them; the rules are
+``plan.balance_trigger``'s.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from jbod_broker import wire
+
+from ..models import BrokerCluster
+from ..models.rebalance import CLUSTER_LABEL, ENDED_PHASES, TRIGGER_LABEL, RebalanceMode
+from .balance_trigger import (
+    Create,
+    Decision,
+    DiskSample,
+    Known,
+    PartitionSize,
+    RebalanceView,
+    Sample,
+)
+from .builders import owner_reference
+from .conditions import iso, parse_iso
+from .snapshot import build_snapshot
+
+MAX_NAME = 63
+"""A created Rebalance's name fits a label value (its children are labelled with it)."""
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def sample_from_describes(
+    time: float,
+    expected: range | frozenset[int],
+    describes: Mapping[int, wire.DescribeLogDirsResponse | None],
+    broker_cluster: Mapping[str, Any],
+) -> Sample:
+    """One sample: each answering broker's dirs, measured as the planner's snapshot measures
+    them (``plan.snapshot.build_snapshot``: the volume's used bytes and size, or, for dirs
+    sharing one filesystem, their replicas' bytes and their size in the spec), so detection
+    and the Rebalance it creates agree on what is skewed; and each partition's size (its
+    largest current replica; a future copy being moved in is not a second partition)."""
+    answering = {b: d for b, d in describes.items() if d is not None}
+    snap = build_snapshot(
+        str((broker_cluster.get("metadata") or {}).get("name", "")),
+        dict(broker_cluster),
+        [],
+        answering,
+    )
+    disks = tuple(
+        DiskSample(
+            broker_id=d.broker_id,
+            log_dir=d.name,
+            used_bytes=d.used_bytes,
+            capacity_bytes=d.capacity_bytes,
+            live=d.live,
+            cordoned=d.cordoned,
+        )
+        for d in snap.log_dirs
+        if d.broker_id in answering
+    )
+    sizes: dict[tuple[str, int], int] = {}
+    for desc in answering.values():
+        for ld in desc.log_dirs:
+            for p in ld.partitions:
+                if not p.is_future:
+                    key = (p.topic, p.partition)
+                    sizes[key] = max(sizes.get(key, 0), p.size)
+    return Sample(
+        time=time,
+        expected_brokers=frozenset(expected),
+        answered=frozenset(answering),
+        disks=disks,
+        partitions=tuple(PartitionSize(t, p, n) for (t, p), n in sorted(sizes.items())),
+    )
+
+
+def rebalance_view(obj: Mapping[str, Any]) -> RebalanceView:
+    """A Rebalance object as detection sees it: finished once in an ended phase, at its
+    ``completionTime`` (else when its phase condition last changed)."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    phase = status.get("phase")
+    finished = phase in ENDED_PHASES
+    created = parse_iso(meta.get("creationTimestamp"), 0.0)
+    finished_at: float | None = None
+    if finished:
+        when = status.get("completionTime") or next(
+            (
+                c.get("lastTransitionTime")
+                for c in status.get("conditions") or []
+                if c.get("type") == phase
+            ),
+            None,
+        )
+        finished_at = parse_iso(when, created)
+    return RebalanceView(
+        name=meta.get("name", ""),
+        finished=finished,
+        triggered=TRIGGER_LABEL in (meta.get("labels") or {}),
+        created=created,
+        finished_at=finished_at,
+        phase=phase,
+    )
+
+
+def rebalance_name(cluster: str, create: Create, now: float) -> str:
+    """``<cluster>-<trigger>-<UTC time>``, at most :data:`MAX_NAME` characters (the cluster's
+    name shortened if need be): readable, and one per second at most."""
+    stamp = dt.datetime.fromtimestamp(int(now), dt.UTC).strftime("%Y%m%d-%H%M%S")
+    suffix = f"-{create.trigger.value}-{stamp}"
+    head = cluster[: MAX_NAME - len(suffix)].rstrip("-.")
+    return head + suffix
+
+
+def build_rebalance(bc: BrokerCluster, create: Create, now: float) -> dict[str, Any]:
+    """The Rebalance to create: the contract's spec, labelled with its trigger and cluster,
+    owned by the BrokerCluster (deleted with it; not its controller)."""
+    assert bc.spec.balance is not None
+    name = bc.metadata.name
+    labels = {TRIGGER_LABEL: create.trigger.value}
+    if len(name) <= MAX_NAME and _LABEL_VALUE.match(name):
+        labels[CLUSTER_LABEL] = name  # a longer name cannot be a label value
+    spec: dict[str, Any] = {
+        "clusterName": name,
+        "mode": create.mode.value,
+        "autoApprove": bc.spec.balance.auto_approve,
+    }
+    if create.mode == RebalanceMode.ADD_BROKERS:
+        spec["brokers"] = list(create.brokers)
+    return {
+        "apiVersion": "jbod.io/v1alpha1",
+        "kind": "Rebalance",
+        "metadata": {
+            "name": rebalance_name(name, create, now),
+            "namespace": bc.metadata.namespace,
+            "labels": labels,
+            "ownerReferences": [{**owner_reference(bc), "controller": False}],
+        },
+        "spec": spec,
+    }
+
+
+def known_from_status(balance: Mapping[str, Any] | None) -> Known | None:
+    """What a previous operator had accounted for (None: nothing recorded yet)."""
+    if not balance or balance.get("knownBrokers") is None or balance.get("knownLogDirs") is None:
+        return None
+    return Known(frozenset(balance["knownBrokers"]), frozenset(balance["knownLogDirs"]))
+
+
+def last_triggered_at(balance: Mapping[str, Any] | None) -> float | None:
+    last = (balance or {}).get("lastTriggered") or {}
+    return parse_iso(last["created"], 0.0) if last.get("created") else None
+
+
+def _opt_iso(ts: float | None) -> str | None:
+    return None if ts is None else iso(ts)
+
+
+def balance_status(
+    decision: Decision,
+    *,
+    samples: int,
+    last_sample_time: float | None,
+    last_triggered: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """``status.balance``, every key present (None removes it in a merge patch). Spreads are
+    rounded to 0.1 pp so the status does not churn on every write to a disk."""
+    sp = decision.spread
+    known = decision.known
+    return {
+        "lastSampleTime": _opt_iso(last_sample_time),
+        "samples": samples,
+        "diskSpreadPercent": None if sp is None else round(sp.disk_pp, 1),
+        "worstBroker": None if sp is None else sp.worst_broker,
+        "brokerSpreadPercent": None if sp is None else round(sp.broker_pp, 1),
+        "sustainedSince": _opt_iso(decision.sustained_since),
+        "cooldownUntil": _opt_iso(decision.cooldown_until),
+        "activeRebalance": decision.active,
+        "lastTriggered": dict(last_triggered) if last_triggered else None,
+        "knownBrokers": None if known is None else sorted(known.brokers),
+        "knownLogDirs": None if known is None else sorted(known.log_dirs),
+        "message": decision.message,
+    }
+
+
+def triggered_record(manifest: Mapping[str, Any], create: Create, now: float) -> dict[str, Any]:
+    """``status.balance.lastTriggered`` for a Rebalance just created."""
+    out: dict[str, Any] = {
+        "name": manifest["metadata"]["name"],
+        "trigger": create.trigger.value,
+        "mode": create.mode.value,
+        "created": iso(now),
+        "reason": create.reason,
+    }
+    if create.brokers:
+        out["brokers"] = list(create.brokers)
+    return out
