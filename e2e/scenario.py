@@ -40,6 +40,7 @@ class Scenario:
         *,
         brokers: int = 3,
         dirs: tuple[str, ...] = ("a", "b"),
+        dir_size: str = "1Gi",
         operators: int = 1,
         operator_env: dict[str, str] | None = None,
         broker_settings: dict[str, str] | None = None,
@@ -49,6 +50,7 @@ class Scenario:
         self.ns = namespace
         self.size = brokers
         self.dirs = list(dirs)
+        self.dir_size = dir_size
         self.kube = Kube(kube_cluster, namespace)
         env = {"JBOD_OPERATOR_LEASE_NAMESPACE": namespace, **(operator_env or {})}
         endpoints = str(workdir / "broker-endpoints.json")
@@ -86,7 +88,7 @@ class Scenario:
                 "metadata": {"name": "kip"},
                 "spec": {
                     "replicas": self.size,
-                    "logDirs": [{"name": d, "size": "1Gi"} for d in self.dirs],
+                    "logDirs": [{"name": d, "size": self.dir_size} for d in self.dirs],
                 },
             }
         )

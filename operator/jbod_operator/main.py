@@ -16,7 +16,7 @@ from typing import Any
 
 import kopf
 
-from .handlers import clusters, logdirmoves, reassignments, topics
+from .handlers import clusters, logdirmoves, reassignments, rebalances, topics
 from .handlers.context import Ctx, close_context, open_context
 from .models import GROUP, VERSION
 from .settings import load_settings
@@ -27,6 +27,7 @@ message naming the variable when one is wrong. kopf needs the intervals at regis
 INTERVAL = SETTINGS.reconcile_interval_seconds
 MOVE_INTERVAL = SETTINGS.move_poll_seconds
 REASSIGN_INTERVAL = SETTINGS.reassignment_poll_seconds
+REBALANCE_INTERVAL = SETTINGS.rebalance_poll_seconds
 
 
 class ApiRetryDelays:
@@ -167,3 +168,21 @@ async def reassignment_follow(
 @kopf.on.delete(GROUP, VERSION, "partitionreassignments", backoff=1)
 async def reassignment_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     await reassignments.on_deleted(memo["ctx"], body)
+
+
+# -- Rebalance ----------------------------------------------------------------------------
+
+
+@kopf.on.resume(GROUP, VERSION, "rebalances", backoff=2)
+@kopf.on.create(GROUP, VERSION, "rebalances", backoff=2)
+async def rebalance_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await rebalances.run_pass(memo["ctx"], body)
+
+
+@kopf.daemon(GROUP, VERSION, "rebalances", backoff=2, cancellation_timeout=5)
+async def rebalance_follow(
+    body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped, **_: Any
+) -> None:
+    """Follow each Rebalance while it lives (``handlers.rebalances.follow``): the command
+    annotation, the planning job and the children are read by its passes."""
+    await rebalances.follow(memo["ctx"], body, stopped, REBALANCE_INTERVAL)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -16,6 +17,15 @@ PREFIX = "JBOD_OPERATOR_"
 
 class SettingsError(ValueError):
     pass
+
+
+class RebalanceLauncher(StrEnum):
+    """How a Rebalance's planning job (the Spark driver) is launched: the one thing that
+    differs between where the operator runs; the snapshot in and the plan out travel the same
+    way through every launcher (``clients.planning_jobs.JobLauncher``)."""
+
+    LOCAL = "local"
+    """A local process on ``local[*]`` (tests, the demo, a machine without a kubelet)."""
 
 
 class OperatorSettings(BaseModel):
@@ -49,6 +59,14 @@ class OperatorSettings(BaseModel):
     """How often running LogDirMoves are polled for progress."""
     reassignment_poll_seconds: Annotated[float, Field(gt=0, le=60)] = 0.5
     """How often a running PartitionReassignment looks again (ISR joins, deletions, batches)."""
+    rebalance_poll_seconds: Annotated[float, Field(gt=0, le=60)] = 1.0
+    """How often a Rebalance looks again at its planning job and its children."""
+    rebalance_launcher: RebalanceLauncher = RebalanceLauncher.LOCAL
+    rebalance_work_dir: str | None = None
+    """Where the local launcher keeps each job's snapshot, outputs and log (default: a
+    ``jbod-rebalance`` folder in the system's temporary directory)."""
+    rebalance_driver_memory: Annotated[str, Field(pattern=r"^[0-9]+[kmgt]?$")] = "1g"
+    """The Spark driver's memory (spark.driver.memory) for the planning job."""
     log_level_name: str = "INFO"
     preferred_leader_election: bool = True
     """Return leadership to the preferred replica once it is back in the ISR (Kafka's

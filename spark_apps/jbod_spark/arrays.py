@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .snapshot import ClusterSnapshot
+from jbod_operator.models.snapshot import ClusterSnapshot
 
 I64 = npt.NDArray[np.integer[Any]]
 F64 = npt.NDArray[np.floating[Any]]

@@ -4,7 +4,8 @@ Reads a snapshot (JSON for one cluster, a folder of Parquet tables for a fleet),
 metric history (Parquet), plans on ``local[*]`` by default (``--master ""`` keeps the master that
 spark-submit or the Spark Operator gave), and writes per cluster: ``manifests.json`` (LogDirMove
 and PartitionReassignment, a v1 List for ``kubectl apply -f``), ``reassignment.json``
-(kafka-reassign-partitions with ``log_dirs``), ``report.json`` and ``report.txt``.
+(kafka-reassign-partitions with ``log_dirs``), ``report.json``, ``report.txt`` and ``plot.png``
+(every disk's utilisation before and after).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         files = write_plan(
             plan, out, name_prefix=ns.name_prefix, throttle_bytes_per_second=ns.throttle
         )
-        print(plan.report.text())
+        print(plan.report.text(tables=False))
         print(json.dumps({"cluster": plan.cluster_name, "files": files}))
         ok &= plan.report.ok
     print(json.dumps({"wall_s": round(time.monotonic() - t0, 2), "constraints_ok": ok}))

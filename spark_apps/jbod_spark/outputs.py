@@ -15,14 +15,20 @@ import re
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
 
-from jbod_operator.models.common import API_VERSION
+from jbod_operator.models.common import API_VERSION, CamelModel
 from jbod_operator.models.log_dir_move import MAX_MOVES
+from jbod_operator.models.plan_report import (
+    BrokerReport,
+    ConstraintCheck,
+    DirReport,
+    PlanReport,
+    Summary,
+)
 from jbod_operator.models.reassignment import MAX_PARTITIONS
 
 from .arrays import F64, I64, BoolA, ClusterArrays
+from .feasibility import assess
 from .metrics import (
     BalanceFigures,
     broker_spreads_pp,
@@ -36,13 +42,7 @@ from .options import PlanOptions
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-class OutModel(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
-
-
-class Move(OutModel):
+class Move(CamelModel):
     topic: str
     partition: int
     from_broker: int
@@ -54,7 +54,7 @@ class Move(OutModel):
     kind: Literal["intra", "inter"]
 
 
-class PartitionTarget(OutModel):
+class PartitionTarget(CamelModel):
     topic: str
     partition: int
     replicas: list[int]
@@ -66,104 +66,12 @@ class PartitionTarget(OutModel):
     leader_changed: bool
 
 
-class ConstraintCheck(OutModel):
-    name: str
-    ok: bool
-    detail: str = ""
-
-
-class DirReport(OutModel):
-    broker_id: int
-    name: str
-    path: str
-    capacity_bytes: int
-    used_before: int
-    used_after: int
-    util_before: float
-    util_after: float
-    live: bool
-    cordoned: bool
-    drained: bool
-
-
-class BrokerReport(OutModel):
-    broker_id: int
-    rack: str | None
-    live: bool
-    capacity_bytes: int
-    used_before: int
-    used_after: int
-    replicas_before: int
-    replicas_after: int
-    leaders_before: int
-    leaders_after: int
-    max_dir_util_before: float
-    max_dir_util_after: float
-    spread_pp_before: float
-    spread_pp_after: float
-
-
-class Summary(OutModel):
-    largest_util_before: float
-    largest_util_after: float
-    worst_spread_pp_before: float
-    worst_spread_pp_after: float
-    std_pp_before: float
-    std_pp_after: float
-    dirs_above_threshold_before: int
-    dirs_above_threshold_after: int
-    bytes_moved: int
-    bytes_moved_inter_broker: int
-    bytes_moved_intra_broker: int
-    lower_bound_bytes: int
-    replica_moves_inter_broker: int
-    replica_moves_intra_broker: int
-    leader_moves: int
-    partitions_changed: int
-
-
-class PlanReport(OutModel):
-    cluster_name: str
-    mode: str
-    plan_id: str
-    options: dict[str, Any]
-    summary: Summary
-    constraints: list[ConstraintCheck]
-    brokers: list[BrokerReport]
-    dirs: list[DirReport]
-    notes: list[str] = Field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.constraints)
-
-    def text(self) -> str:
-        s = self.summary
-        lines = [
-            f"plan {self.plan_id} for cluster {self.cluster_name} (mode {self.mode})",
-            f"  largest dir utilisation {s.largest_util_before:.1%} -> {s.largest_util_after:.1%}",
-            f"  worst broker spread {s.worst_spread_pp_before:.1f} pp -> "
-            f"{s.worst_spread_pp_after:.1f} pp; std {s.std_pp_before:.1f} -> "
-            f"{s.std_pp_after:.1f} pp",
-            f"  bytes to move {s.bytes_moved} (inter-broker {s.bytes_moved_inter_broker}, "
-            f"intra-broker {s.bytes_moved_intra_broker}); lower bound {s.lower_bound_bytes}",
-            f"  moves: {s.replica_moves_inter_broker} inter-broker, "
-            f"{s.replica_moves_intra_broker} intra-broker, {s.leader_moves} leader",
-        ]
-        for c in self.constraints:
-            lines.append(
-                f"  [{'ok' if c.ok else 'FAIL'}] {c.name}{': ' + c.detail if c.detail else ''}"
-            )
-        lines += [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)
-
-
 def dir_ref(name: str, path: str) -> str:
     """How a manifest names a dir: its BrokerCluster name when it is one, else its path."""
     return name if _DNS_LABEL.match(name) and len(name) <= 63 else path
 
 
-class Plan(OutModel):
+class Plan(CamelModel):
     cluster_name: str
     namespace: str
     plan_id: str
@@ -454,6 +362,10 @@ def build_plan(
     fb: BalanceFigures = figures(a, used_b, counted, opts.capacity_threshold)
     fa: BalanceFigures = figures(a, used_a, counted, opts.capacity_threshold)
     sz = a.rep_size
+    constraints = check_constraints(
+        a, rb, rd, leader, drain_dir, removed, opts.capacity_threshold, used_a, used_b
+    )
+    fz = assess(a, rd, used_b, used_a, counted, opts, constraints)
     summary = Summary(
         largest_util_before=fb.largest_util,
         largest_util_after=fa.largest_util,
@@ -473,9 +385,16 @@ def build_plan(
         replica_moves_intra_broker=int((moved & ~moved_b).sum()),
         leader_moves=int(leader_changed.sum()),
         partitions_changed=len(parts),
-    )
-    constraints = check_constraints(
-        a, rb, rd, leader, drain_dir, removed, opts.capacity_threshold, used_a, used_b
+        broker_spread_pp_before=fz.broker_spread_pp_before,
+        broker_spread_pp_after=fz.broker_spread_pp_after,
+        disk_spread_pp_before=fz.disk_spread_pp_before,
+        disk_spread_pp_after=fz.disk_spread_pp_after,
+        balance_band_pp=100.0 * opts.dir_balance_tolerance,
+        capacity_threshold_percent=100.0 * opts.capacity_threshold,
+        band_scope=fz.band_scope,
+        feasible=fz.feasible,
+        best_spread_pp=fz.best_spread_pp,
+        infeasible_reasons=fz.reasons,
     )
     brokers: list[BrokerReport] = []
     dirs: list[DirReport] = []

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from jbod_operator.models.snapshot import ClusterSnapshot
+
 from .arrays import F64, I64, BoolA, ClusterArrays, from_snapshot
 from .dirbalance import BrokerDirsProblem, DirBalanceParams, balance_broker_dirs
 from .interbroker import InterResult, drain_mask, plan_inter_broker, projected_sizes
 from .options import Mode, PlanOptions
 from .outputs import Plan, build_plan
-from .snapshot import ClusterSnapshot
 
 __all__ = [
     "BrokerStepParams",

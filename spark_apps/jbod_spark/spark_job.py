@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 
+from jbod_operator.models.snapshot import ClusterSnapshot
+
 from .arrays import ClusterArrays, from_snapshot
 from .frames import (
     KIND_NOTE,
@@ -42,7 +44,7 @@ from .frames import (
 from .interbroker import drain_mask, plan_inter_broker, projected_sizes
 from .options import PlanOptions
 from .outputs import Plan, build_plan
-from .snapshot import ClusterSnapshot
+from .plot import write_plot
 
 METRICS_SQL = """
 WITH m AS (
@@ -243,7 +245,12 @@ def run_job(spark: SparkSession, clusters: list[ClusterArrays], opts: PlanOption
 
 
 def write_plan(plan: Plan, out: Path, **manifest_kw: Any) -> dict[str, str]:
-    """Write manifests (a v1 List for ``kubectl apply -f``), Kafka JSON and the report."""
+    """Write manifests (a v1 List for ``kubectl apply -f``), Kafka JSON, the report and the
+    before/after plot of every disk.
+
+    Without matplotlib (an install without the ``spark`` extra's plotting) the plan is still
+    written, with no ``plot.png``, and stderr says so: the plan is the product, the picture
+    a view of its report."""
     out.mkdir(parents=True, exist_ok=True)
     files = {
         "manifests": out / "manifests.json",
@@ -258,6 +265,10 @@ def write_plan(plan: Plan, out: Path, **manifest_kw: Any) -> dict[str, str]:
     files["kafka"].write_text(json.dumps(plan.kafka_reassignment(), indent=1) + "\n")
     files["report"].write_text(plan.report.model_dump_json(by_alias=True, indent=1) + "\n")
     files["summary"].write_text(plan.report.text() + "\n")
+    try:
+        files["plot"] = write_plot(plan.report, out / "plot.png")
+    except ImportError as e:
+        print(f"plot.png not written: {e} (install the spark extra)", file=sys.stderr)
     return {k: str(v) for k, v in files.items()}
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from jbod_operator.models.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
+
 from .arrays import ClusterArrays
-from .snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
 
 GiB = 1 << 30
 

@@ -1037,3 +1037,73 @@ def test_reassignments_apply_takes_a_reassignment_at_the_schemas_largest(
     assert p.returncode == 0, p.stderr[:2000]
     got = json.loads(kube.kubectl("get", "partitionreassignment", "largest", "-o", "json"))
     assert got["spec"]["pause"] is True and got["metadata"]["generation"] == 2
+
+
+def test_rebalance_show_plot_and_commands(kube: KubeEnv, tmp_path: Path) -> None:
+    """A Rebalance and its proposal ConfigMap as the operator writes them (report.json in data,
+    plot.png in binaryData): show prints every disk, --plot writes the PNG byte for byte, and
+    approve/refresh/stop set the command annotation."""
+    from jbod_spark import plan_directory_balance
+    from jbod_spark.plot import plot_png
+    from tests.unit.test_planner import demo_snapshot
+
+    report = plan_directory_balance(demo_snapshot()).report
+    png = plot_png(report)
+    kube.apply(
+        {
+            "apiVersion": "jbod.io/v1alpha1",
+            "kind": "Rebalance",
+            "metadata": {"name": "even"},
+            "spec": {"clusterName": "demo", "mode": "dirs-only"},
+        }
+    )
+    kube.patch_status(
+        "rebalance",
+        "even",
+        {
+            "phase": "ProposalReady",
+            "proposalConfigMap": "even-proposal",
+            "conditions": [
+                {
+                    "type": "ProposalReady",
+                    "status": "True",
+                    "reason": "Planned",
+                    "message": "ready for review",
+                    "lastTransitionTime": "2026-11-24T19:00:00Z",
+                }
+            ],
+        },
+    )
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "even-proposal"},
+            "data": {
+                "report.json": report.model_dump_json(by_alias=True),
+                "report.txt": report.text(),
+            },
+            "binaryData": {"plot.png": base64.b64encode(png).decode()},
+        }
+    )
+    out_png = tmp_path / "proposal.png"
+    p = kube.ctl("rebalance", "show", "even", "--plot", str(out_png))
+    assert p.returncode == 0, p.stderr
+    assert out_png.read_bytes() == png
+    lines = p.stdout.splitlines()
+    assert lines[0] == "Rebalance even (cluster demo, mode dirs-only): ProposalReady"
+    assert lines[-1] == f"plot: {out_png}"
+    for d in report.dirs:
+        assert any(ln.split()[:2] == [str(d.broker_id), d.name] for ln in lines), d
+    p = kube.ctl("rebalance", "show", "even", "-o", "json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["phase"] == "ProposalReady" and doc["plot"] is None
+    assert doc["report"]["planId"] == report.plan_id
+    for command in ("approve", "refresh", "stop"):
+        p = kube.ctl("rebalance", command, "even")
+        assert p.returncode == 0, p.stderr
+        got = json.loads(kube.kubectl("get", "rebalance", "even", "-o", "json"))
+        assert got["metadata"]["annotations"]["jbod.io/rebalance"] == command
+    p = kube.ctl("rebalance", "show", "missing")
+    assert p.returncode == 1 and "Rebalance missing not found" in p.stderr

@@ -15,6 +15,7 @@ from jbod_operator.models import (
     BrokerClusterSpec,
     LogDirMoveSpec,
     PartitionReassignmentSpec,
+    RebalanceSpec,
     TopicSpec,
 )
 from jbod_operator.tools import crdgen
@@ -59,6 +60,10 @@ def log_dir_move(name: str = "move1", **spec: Any) -> dict[str, Any]:
 def reassignment(name: str = "ra1", **assignment: Any) -> dict[str, Any]:
     target = {"topic": "orders", "partition": 0, "replicas": [1, 2, 3], **assignment}
     return obj("PartitionReassignment", name, {"clusterName": "bc1", "partitions": [target]})
+
+
+def rebalance(name: str = "rb1", **spec: Any) -> dict[str, Any]:
+    return obj("Rebalance", name, {"clusterName": "bc1", **spec})
 
 
 def run(
@@ -150,12 +155,15 @@ VALID = [
     log_dir_move("move1", moves=[MOVE, {**MOVE, "partition": 2, "logDir": "/data/d1"}]),
     log_dir_move("drain1", drain={"brokerId": 2, "logDir": "d0"}, throttleBytesPerSecond=0),
     reassignment("ra1", logDirs=["d0", "d1", "/data/d0"]),
+    rebalance("rb1", mode="add-brokers", brokers=[3], maxConcurrentMovesPerBroker=3),
+    rebalance("rb2", mode="remove-disks", logDirs=[{"brokerId": 0, "logDir": "d1"}]),
 ]
 SPEC_MODELS: dict[str, Any] = {
     "BrokerCluster": BrokerClusterSpec,
     "Topic": TopicSpec,
     "LogDirMove": LogDirMoveSpec,
     "PartitionReassignment": PartitionReassignmentSpec,
+    "Rebalance": RebalanceSpec,
 }
 PLURALS = {m.kind: m.plural for m in RESOURCES}
 
@@ -476,6 +484,26 @@ REFUSED = [
         topic("shrink", partitions=3),
         ["spec.partitions", "partitions cannot be decreased"],
         before=topic("shrink", partitions=6),
+    ),
+    Refused(
+        "rebalance-add-brokers-without-brokers",
+        rebalance("rb-nobrokers", mode="add-brokers"),
+        ["modes add-brokers and remove-brokers need brokers"],
+    ),
+    Refused(
+        "rebalance-remove-disks-without-disks",
+        rebalance("rb-nodisks", mode="remove-disks"),
+        ["mode remove-disks needs logDirs"],
+    ),
+    Refused(
+        "rebalance-unknown-mode",
+        rebalance("rb-mode", mode="everything"),
+        ["spec.mode", "Unsupported value"],
+    ),
+    Refused(
+        "rebalance-band-zero",
+        rebalance("rb-band", balanceBandPercent=0),
+        ["spec.balanceBandPercent"],
     ),
     Refused(
         "change-cluster-name",

@@ -83,6 +83,8 @@ def test_cli_writes_manifests_kafka_json_and_report(spark: Any, tmp_path: Path) 
     assert report["summary"]["worstSpreadPpAfter"] <= 5.0
     assert all(c["ok"] for c in report["constraints"])
     assert "lower bound" in (out / "report.txt").read_text()
+    assert report["summary"]["feasible"] is (report["summary"]["infeasibleReasons"] == [])
+    assert (out / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the caller's session is still usable
     assert spark.range(3).count() == 3
 

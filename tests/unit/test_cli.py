@@ -14,6 +14,7 @@ import yaml
 
 from jbod_broker import wire
 from jbod_operator.models import LogDirMoveSpec, PartitionReassignmentSpec
+from jbod_operator.models.common import human_bytes
 from jbod_operator.tools import cli
 from jbod_operator.tools.cli import kubectl, log_dirs, logdirmove, progress, reassignment
 from jbod_operator.tools.cli.common import CliError
@@ -489,7 +490,7 @@ def test_progress_line_edges() -> None:
     ],
 )
 def test_human_bytes(n: int, text: str) -> None:
-    assert progress.human_bytes(n) == text
+    assert human_bytes(n) == text
 
 
 @pytest.mark.parametrize(("s", "text"), [(0, "0s"), (59, "59s"), (61, "1m01s"), (3725, "1h02m")])

@@ -85,7 +85,13 @@ def test_crd_files_match_the_models_byte_for_byte() -> None:
     generated = crdgen.generate()
     assert set(generated) == {
         f"{GROUP}_{plural}.yaml"
-        for plural in ("brokerclusters", "topics", "logdirmoves", "partitionreassignments")
+        for plural in (
+            "brokerclusters",
+            "topics",
+            "logdirmoves",
+            "partitionreassignments",
+            "rebalances",
+        )
     }
     on_disk = {p.name for p in CRD_DIR.glob(f"{GROUP}_*.yaml")}
     assert on_disk == set(generated), f"crds/ has {sorted(on_disk)}: {REGENERATE}"

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from jbod_operator.models import LogDirMove, PartitionReassignment
+from jbod_operator.models.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
 from jbod_spark import PlanOptions, plan, plan_directory_balance
 from jbod_spark.arrays import from_snapshot
 from jbod_spark.dirbalance import BrokerDirsProblem, DirBalanceParams, balance_broker_dirs
 from jbod_spark.options import DirRef, Mode
 from jbod_spark.outputs import Plan
-from jbod_spark.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
 
 GB = 10**9
 

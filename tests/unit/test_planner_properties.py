@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jbod_operator.models.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
 from jbod_spark import PlanOptions, plan
 from jbod_spark.options import DirRef, Mode
 from jbod_spark.outputs import Plan
-from jbod_spark.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
 
 GB = 10**9
 ALWAYS = {

@@ -9,15 +9,15 @@ import pytest
 from pydantic import ValidationError
 
 from jbod_broker import wire
+from jbod_operator.models.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
+from jbod_operator.plan.snapshot import build_snapshot, quantity_bytes
 from jbod_spark.arrays import from_snapshot
-from jbod_spark.collect import build_snapshot, quantity_bytes
 from jbod_spark.frames import (
     arrays_from_coded,
     arrays_from_tables,
     coded_frames,
     tables_from_arrays,
 )
-from jbod_spark.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
 from jbod_spark.synthetic import synthetic_cluster, to_snapshot
 
 GB = 10**9

@@ -111,17 +111,27 @@ the resources it serves. tests/unit/test_chart_templates.py compares them with t
 # Each pass reads its LogDirMove afresh (get): the body an event carried may be stale.
 - apiGroups: ["jbod.io"]
   resources: ["logdirmoves"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "patch", "create"]
 - apiGroups: ["jbod.io"]
   resources: ["logdirmoves/status"]
   verbs: ["patch"]
 # PartitionReassignments: read afresh on each pass, their status merge-patched; the Topics'
 # partition states (above) carry their steps.
+# A Rebalance creates its children (PartitionReassignments above, LogDirMoves) and cancels
+# them by patching spec.cancel.
 - apiGroups: ["jbod.io"]
   resources: ["partitionreassignments"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "patch", "create"]
 - apiGroups: ["jbod.io"]
   resources: ["partitionreassignments/status"]
+  verbs: ["patch"]
+# Rebalances: read afresh on each pass, the command annotation removed once acted on (patch),
+# their status merge-patched.
+- apiGroups: ["jbod.io"]
+  resources: ["rebalances"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["jbod.io"]
+  resources: ["rebalances/status"]
   verbs: ["patch"]
 # The brokers' objects, by server-side apply: a PATCH, which needs create as well when the
 # object does not exist yet. A StatefulSet is read first and deleted (orphaning its pods and
@@ -129,9 +139,11 @@ the resources it serves. tests/unit/test_chart_templates.py compares them with t
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["get", "create", "patch", "delete"]
+# ConfigMaps: the brokers' (server-side apply) and each Rebalance's proposal, read back when
+# it is approved.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["create", "patch"]
+  verbs: ["get", "create", "patch"]
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["create", "patch"]

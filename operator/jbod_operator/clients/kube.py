@@ -62,6 +62,7 @@ BROKER_CLUSTERS = Resource("jbod.io", "v1alpha1", "brokerclusters", "BrokerClust
 TOPICS = Resource("jbod.io", "v1alpha1", "topics", "Topic")
 LOG_DIR_MOVES = Resource("jbod.io", "v1alpha1", "logdirmoves", "LogDirMove")
 REASSIGNMENTS = Resource("jbod.io", "v1alpha1", "partitionreassignments", "PartitionReassignment")
+REBALANCES = Resource("jbod.io", "v1alpha1", "rebalances", "Rebalance")
 BY_KIND = {
     r.kind: r
     for r in (
@@ -78,6 +79,7 @@ BY_KIND = {
         TOPICS,
         LOG_DIR_MOVES,
         REASSIGNMENTS,
+        REBALANCES,
     )
 }
 

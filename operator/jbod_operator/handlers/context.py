@@ -17,6 +17,7 @@ import kopf
 
 from ..clients.brokers import BrokerPool
 from ..clients.kube import KubeClient
+from ..clients.planning_jobs import JobLauncher, make_launcher
 from ..control.cluster_controller import ClusterController
 from ..control.endpoint import ControllerEndpoint
 from ..control.leadership import LeaseElector
@@ -34,6 +35,13 @@ class Ctx:
     endpoint: ControllerEndpoint | None = None
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     controllers: dict[tuple[str, str], ClusterController] = field(default_factory=dict)
+    planning: JobLauncher | None = None
+    """Where Rebalances' planning jobs run (made on first use, from the settings)."""
+
+    def launcher(self) -> JobLauncher:
+        if self.planning is None:
+            self.planning = make_launcher(self.settings)
+        return self.planning
 
     def lock(self, body: Any) -> asyncio.Lock:
         """One lock per object: a change handler and a periodic pass never interleave."""
@@ -103,6 +111,8 @@ async def open_context(cfg: OperatorSettings) -> Ctx:
 
 async def close_context(ctx: Ctx) -> None:
     await ctx.deposed()
+    if ctx.planning is not None:
+        await ctx.planning.close()
     await ctx.elector.stop(release=True)
     if ctx.endpoint is not None:
         await ctx.endpoint.stop()

@@ -9,6 +9,14 @@ from .broker_cluster import BrokerCluster, BrokerClusterSpec, BrokerClusterStatu
 from .common import GROUP, VERSION, Condition
 from .log_dir_move import LogDirMove, LogDirMoveSpec, LogDirMoveStatus
 from .reassignment import PartitionReassignment, PartitionReassignmentSpec
+from .rebalance import (
+    Rebalance,
+    RebalanceCommand,
+    RebalanceMode,
+    RebalancePhase,
+    RebalanceSpec,
+    RebalanceStatus,
+)
 from .topic import Topic, TopicSpec, TopicStatus, kafka_topic_name
 
 __all__ = [
@@ -24,6 +32,12 @@ __all__ = [
     "LogDirMoveStatus",
     "PartitionReassignment",
     "PartitionReassignmentSpec",
+    "Rebalance",
+    "RebalanceCommand",
+    "RebalanceMode",
+    "RebalancePhase",
+    "RebalanceSpec",
+    "RebalanceStatus",
     "Topic",
     "TopicSpec",
     "TopicStatus",

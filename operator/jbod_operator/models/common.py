@@ -56,6 +56,18 @@ AbsolutePath = Annotated[
 ]
 
 
+def human_bytes(n: float) -> str:
+    """Binary units with one decimal (``1.5 MiB``), whole bytes below 1 KiB: how every report
+    and tool shows a byte count to a person (here because the plan report needs it too)."""
+    if n < 1024:
+        return f"{int(n)} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
 class CamelModel(BaseModel):
     """camelCase on the wire, strict about unknown fields (the CRD prunes them anyway)."""
 

@@ -42,6 +42,59 @@ only counted, so the status stays bounded whatever the plan's size."""
 MAX_BATCH = 200
 """The largest batch (maxConcurrentPartitionMovements): the status lists the current batch."""
 
+# The execution limits, with their bounds and defaults in one place: a PartitionReassignment
+# takes them, and a Rebalance hands them to the children it creates (``models.rebalance``).
+ReplicaMovements = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=MAX_REPLICAS,
+        description="KIP-435 (reassignment.max.concurrent.replica.movements): replicas of "
+        "one partition changed per step. The first step may add more to keep min ISR.",
+    ),
+]
+PartitionMovements = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=MAX_BATCH,
+        description="KIP-435 (reassignment.max.concurrent.partition.movements): "
+        "partitions per batch.",
+    ),
+]
+LeaderMovements = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=MAX_BATCH,
+        description="KIP-435 (reassignment.max.concurrent.leader.movements): steps in "
+        "one batch that move a partition's leader.",
+    ),
+]
+MovesPerBroker = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=64,
+        description="Replica moves in and out of one broker at once, shared with every "
+        "active PartitionReassignment and LogDirMove of the cluster (Cruise Control: 5).",
+    ),
+]
+ThrottleRate = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=2**40,
+        description="Replication throttle on the moving replicas only (their leaders and "
+        "new followers); removed at the end, on cancel and on deletion.",
+    ),
+]
+DEFAULT_REPLICA_MOVEMENTS = 1
+DEFAULT_PARTITION_MOVEMENTS = 5
+DEFAULT_LEADER_MOVEMENTS = 5
+DEFAULT_MOVES_PER_BROKER = 5
+
+
 ReassignmentDirRef = Annotated[
     str,
     StringConstraints(
@@ -206,54 +259,11 @@ class PartitionReassignmentSpec(CamelModel):
             },
         ),
     ]
-    max_concurrent_replica_movements: Annotated[
-        int,
-        Field(
-            ge=1,
-            le=MAX_REPLICAS,
-            description="KIP-435 (reassignment.max.concurrent.replica.movements): replicas of "
-            "one partition changed per step. The first step may add more to keep min ISR.",
-        ),
-    ] = 1
-    max_concurrent_partition_movements: Annotated[
-        int,
-        Field(
-            ge=1,
-            le=MAX_BATCH,
-            description="KIP-435 (reassignment.max.concurrent.partition.movements): "
-            "partitions per batch.",
-        ),
-    ] = 5
-    max_concurrent_leader_movements: Annotated[
-        int,
-        Field(
-            ge=1,
-            le=MAX_BATCH,
-            description="KIP-435 (reassignment.max.concurrent.leader.movements): steps in "
-            "one batch that move a partition's leader.",
-        ),
-    ] = 5
-    max_concurrent_moves_per_broker: Annotated[
-        int,
-        Field(
-            ge=1,
-            le=64,
-            description="Replica moves in and out of one broker at once, shared with every "
-            "active PartitionReassignment and LogDirMove of the cluster (Cruise Control: 5).",
-        ),
-    ] = 5
-    throttle_bytes_per_second: (
-        Annotated[
-            int,
-            Field(
-                ge=1,
-                le=2**40,
-                description="Replication throttle on the moving replicas only (their leaders and "
-                "new followers); removed at the end, on cancel and on deletion.",
-            ),
-        ]
-        | None
-    ) = None
+    max_concurrent_replica_movements: ReplicaMovements = DEFAULT_REPLICA_MOVEMENTS
+    max_concurrent_partition_movements: PartitionMovements = DEFAULT_PARTITION_MOVEMENTS
+    max_concurrent_leader_movements: LeaderMovements = DEFAULT_LEADER_MOVEMENTS
+    max_concurrent_moves_per_broker: MovesPerBroker = DEFAULT_MOVES_PER_BROKER
+    throttle_bytes_per_second: ThrottleRate | None = None
     allow_replication_factor_change: Annotated[
         bool,
         Field(

@@ -25,9 +25,23 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from ..models import GROUP, VERSION, BrokerCluster, LogDirMove, PartitionReassignment, Topic
+from ..models import (
+    GROUP,
+    VERSION,
+    BrokerCluster,
+    LogDirMove,
+    PartitionReassignment,
+    Rebalance,
+    Topic,
+)
 
-RESOURCES: tuple[type[BaseModel], ...] = (BrokerCluster, Topic, LogDirMove, PartitionReassignment)
+RESOURCES: tuple[type[BaseModel], ...] = (
+    BrokerCluster,
+    Topic,
+    LogDirMove,
+    PartitionReassignment,
+    Rebalance,
+)
 CATEGORIES = ["jbod"]
 DEFAULT_OUT_DIR = Path(__file__).resolve().parents[3] / "crds"
 HEADER = (

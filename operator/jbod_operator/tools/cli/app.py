@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from . import log_dirs, logdirmove, reassignment, reassignments
+from . import log_dirs, logdirmove, reassignment, reassignments, rebalance
 from .common import CliError
 
 PROG = "jbod-ctl"
@@ -29,6 +29,10 @@ COMMANDS: dict[tuple[str, str], Callable[[argparse.Namespace], int]] = {
     ("reassignments", "verify"): reassignments.cmd_verify,
     ("reassignments", "apply"): reassignments.cmd_apply,
     ("reassignments", "wait"): reassignments.cmd_wait,
+    ("rebalance", "show"): rebalance.cmd_show,
+    ("rebalance", "approve"): rebalance.cmd_command,
+    ("rebalance", "refresh"): rebalance.cmd_command,
+    ("rebalance", "stop"): rebalance.cmd_command,
 }
 """(command, action) → the function that runs it and returns the exit code."""
 
@@ -37,13 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command line; ``--help`` lists the commands in this order."""
     ap = argparse.ArgumentParser(
         prog=PROG,
-        description="Daily operations on JBOD broker clusters: log dirs, reassignments, moves.",
+        description="Daily operations on JBOD broker clusters: log dirs, reassignments, moves, "
+        "rebalances.",
     )
     sub = ap.add_subparsers(dest="group", required=True, metavar="COMMAND")
     log_dirs.add_parser(sub)
     reassignment.add_parser(sub)
     logdirmove.add_parser(sub)
     reassignments.add_parser(sub)
+    rebalance.add_parser(sub)
     return ap
 
 

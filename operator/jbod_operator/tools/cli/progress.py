@@ -10,21 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
+from ...models.common import human_bytes
 from ...models.log_dir_move import FINAL_PHASES, MovePhase, ReplicaState
 from ...models.reassignment import ENDED_PHASES, PartitionPhase, ReassignmentPhase
 
 Formatter = Callable[[Mapping[str, Any] | None], str]
-
-
-def human_bytes(n: float) -> str:
-    """Binary units with one decimal (``1.5 MiB``), whole bytes below 1 KiB."""
-    if n < 1024:
-        return f"{int(n)} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        n /= 1024
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}"
-    raise AssertionError("unreachable")
 
 
 def human_duration(s: float) -> str:

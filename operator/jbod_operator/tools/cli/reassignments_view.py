@@ -27,9 +27,9 @@ from typing import Any
 from jbod_broker import wire
 
 from ...models import kafka_topic_name
+from ...models.common import human_bytes
 from ...models.reassignment import ENDED_PHASES, PartitionPhase
 from ...plan.reassignment import PartView
-from .progress import human_bytes
 
 TP = tuple[str, int]
 

@@ -1,9 +1,11 @@
 """A cluster snapshot: what the planner reads. Pydantic models, JSON on disk (one cluster).
 
-Collected by :mod:`jbod_spark.collect` from the brokers' describe-log-dirs answers and the
-Topic statuses. A fleet of clusters is stored as Parquet tables instead (see
-:mod:`jbod_spark.frames`); both become the same columnar :class:`~jbod_spark.arrays.ClusterArrays`
-before planning.
+Built by :func:`jbod_operator.plan.snapshot.build_snapshot` from the brokers'
+describe-log-dirs answers and the Topic statuses (by the operator for a Rebalance, or by
+``python -m jbod_spark.collect``). It lives with the operator's models, not in the planner, so
+the operator writes the snapshot a Spark job reads without importing Spark. A fleet of
+clusters is stored as Parquet tables instead (see :mod:`jbod_spark.frames`); both become the
+same columnar ``jbod_spark.arrays.ClusterArrays`` before planning.
 
 Fields are camelCase in JSON, snake_case in Python (like the project's custom resources).
 """
@@ -12,25 +14,20 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, model_validator
+
+from .common import CamelModel
 
 NonNegInt = Annotated[int, Field(ge=0)]
 
 
-class SnapModel(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
-
-
-class BrokerInfo(SnapModel):
+class BrokerInfo(CamelModel):
     id: NonNegInt
     rack: str | None = None
     live: bool = True
 
 
-class LogDirInfo(SnapModel):
+class LogDirInfo(CamelModel):
     broker_id: NonNegInt
     name: Annotated[str, Field(min_length=1)]
     path: Annotated[str, Field(min_length=1)]
@@ -41,7 +38,7 @@ class LogDirInfo(SnapModel):
     cordoned: bool = False
 
 
-class ReplicaInfo(SnapModel):
+class ReplicaInfo(CamelModel):
     topic: Annotated[str, Field(min_length=1)]
     partition: NonNegInt
     broker_id: NonNegInt
@@ -51,7 +48,7 @@ class ReplicaInfo(SnapModel):
     leader: bool = False
 
 
-class PartitionLoad(SnapModel):
+class PartitionLoad(CamelModel):
     topic: str
     partition: NonNegInt
     bytes_in_per_second: Annotated[float, Field(ge=0)] = 0.0
@@ -59,7 +56,7 @@ class PartitionLoad(SnapModel):
     """A high percentile of the partition's growth (from the metric history); may be < 0."""
 
 
-class ClusterSnapshot(SnapModel):
+class ClusterSnapshot(CamelModel):
     """One cluster. The order of ``replicas`` within a partition is its replica list order."""
 
     cluster_name: Annotated[str, Field(min_length=1)]
