@@ -1,5 +1,8 @@
 """A producer and a consumer that count: the proof that no acknowledged record is lost or
-duplicated through failures.
+duplicated through failures, moves and restarts.
+
+One home for the counting rule, used by the tests and by ``make demo`` (which is why it sits
+next to :mod:`jbod_broker.local`, in the package, rather than under ``tests/``).
 
 The producer sends each value once (never retries a value whose outcome it does not know: a
 retry could legitimately duplicate it, which would blur the check); values carry a sequence
@@ -7,7 +10,9 @@ number. With ``retry_errors`` it is the other client instead, the one that retri
 error answer until the values are acknowledged: with exact acknowledgement (an error answer
 only for records that were not appended, issue 14) even that client never duplicates a value.
 The consumer reads every partition from offset 0 up to the high watermark, following
-leadership. ``verify`` then demands: every acknowledged value read exactly once, no value read
+leadership: after the fact (:func:`consume_all`) or all along (:class:`CountingConsumer`, which
+tails every partition while the producer runs and catches up to the high watermark when
+stopped). ``verify`` then demands: every acknowledged value read exactly once, no value read
 twice, values in send order within each partition.
 """
 
@@ -19,11 +24,11 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from jbod_broker import wire
-from jbod_broker.client import BrokerClient
-from jbod_broker.errors import KafkaError
-from jbod_broker.storage.names import TopicPartition
-from jbod_broker.storage.records import build_batch, decode_batch, iter_batches
+from . import wire
+from .client import BrokerClient
+from .errors import KafkaError
+from .storage.names import TopicPartition
+from .storage.records import build_batch, decode_batch, iter_batches
 
 LeaderLookup = Callable[[TopicPartition], BrokerClient]
 AnswerHook = Callable[[TopicPartition, "wire.ProduceResponse | KafkaError"], Awaitable[None]]
@@ -142,23 +147,85 @@ async def consume_all(
             raise TimeoutError(f"{tp}: consumed up to {offset}, high watermark {hw}")
 
 
+class CountingConsumer:
+    """Tails every partition from offset 0 while it runs, following leadership (an error
+    answer, e.g. while leadership moves, is retried after a short pause); :meth:`stop` reads on
+    to the high watermark, so ``consumed`` then holds everything committed."""
+
+    def __init__(self, leader: LeaderLookup, tps: list[TopicPartition]) -> None:
+        self.leader = leader
+        self.tps = list(tps)
+        self.consumed: dict[TopicPartition, list[bytes]] = {tp: [] for tp in self.tps}
+        self.offsets: dict[TopicPartition, int] = dict.fromkeys(self.tps, 0)
+        self.errors = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stop = False
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._tail(tp)) for tp in self.tps]
+
+    async def _read(self, tp: TopicPartition) -> tuple[bool, int]:
+        """One fetch from where ``tp`` stands: (whether it returned records, the high
+        watermark)."""
+        offset = self.offsets[tp]
+        data, hw = await self.leader(tp).fetch(tp.topic, tp.partition, offset, max_wait_ms=200)
+        for pos, hdr in iter_batches(data):
+            _, recs = decode_batch(data, pos)
+            self.consumed[tp] += [r.value or b"" for r in recs if r.offset >= offset]
+            offset = hdr.next_offset
+        self.offsets[tp] = offset
+        return bool(data), hw
+
+    async def _tail(self, tp: TopicPartition, *, to_end: bool = False) -> None:
+        while not self._stop or to_end:
+            try:
+                got, hw = await self._read(tp)
+            except KafkaError:
+                self.errors += 1
+                await asyncio.sleep(0.1)
+                continue
+            if to_end and not got and self.offsets[tp] >= hw:
+                return
+
+    async def stop(self, timeout_s: float = 60) -> None:
+        """Stop tailing, then read every partition up to its high watermark."""
+        self._stop = True
+        for t in self._tasks:
+            await t
+        await asyncio.wait_for(
+            asyncio.gather(*(self._tail(tp, to_end=True) for tp in self.tps)), timeout_s
+        )
+
+    @property
+    def count(self) -> int:
+        """Counted values read (the filler is not counted)."""
+        return sum(1 for vs in self.consumed.values() for v in vs if not v.startswith(FILLER))
+
+
 def verify(
     acked: dict[TopicPartition, list[bytes]], consumed: dict[TopicPartition, list[bytes]]
 ) -> None:
+    """Every acknowledged value read, none read twice, each producer's values in order within
+    a partition; AssertionError saying which rule broke and where (explicit raises: the demo
+    runs it too, and must not lose it to ``python -O``)."""
     for tp, all_values in consumed.items():
         values = [v for v in all_values if not v.startswith(FILLER)]
         dupes = len(values) - len(set(values))
-        assert dupes == 0, f"{tp}: {dupes} duplicated values"
+        if dupes:
+            raise AssertionError(f"{tp}: {dupes} duplicated values")
         by_producer: dict[bytes, list[int]] = {}
         for v in values:
             head, seq = v.rsplit(b"-", 1)
             by_producer.setdefault(head.rsplit(b"-", 1)[1], []).append(int(seq))
         for tag, seqs in by_producer.items():
-            assert seqs == sorted(seqs), f"{tp}: values of producer {tag!r} out of order"
+            if seqs != sorted(seqs):
+                raise AssertionError(f"{tp}: values of producer {tag!r} out of order")
     for tp, values in acked.items():
         got = set(consumed.get(tp, []))
         lost = [v for v in values if v not in got]
-        assert not lost, f"{tp}: {len(lost)} acknowledged values lost, e.g. {lost[:3]}"
+        if lost:
+            raise AssertionError(f"{tp}: {len(lost)} acknowledged values lost, e.g. {lost[:3]}")
 
 
 @contextlib.asynccontextmanager

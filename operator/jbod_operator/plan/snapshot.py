@@ -12,10 +12,12 @@ bytes of their replicas. So do dirs of one broker that report the same total whe
 is far above the size the spec gives them (:data:`SHARED_DISK_FACTOR`): a filesystem written
 to while the broker reads each dir's figures in turn (a producer running during the snapshot)
 reports usable bytes that differ from one dir to the next, and taking such a dir as a disk of
-its own would count the whole filesystem's use against it. Observed state wins: a replica found by describe-log-dirs in another
-dir than its Topic status says is taken where the broker has it. A replica the broker could
-not describe (dead broker, offline dir) keeps the status' dir and the size of its largest
-sibling replica. Moves in flight (``-future`` logs) are not counted.
+its own would count the whole filesystem's use against it.
+
+Observed state wins: a replica found by describe-log-dirs in another dir than its Topic status
+says is taken where the broker has it. A replica the broker could not describe (dead broker,
+offline dir) keeps the status' dir and the size of its largest sibling replica. Moves in
+flight (``-future`` logs) are not counted.
 """
 
 from __future__ import annotations
