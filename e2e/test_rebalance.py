@@ -144,6 +144,7 @@ def assert_in_band(st: dict[str, Any], brokers: set[int], band: float = 4.0) -> 
         assert measured[b]["spread"] <= band, st
 
 
+@pytest.mark.timeout(600)  # two Spark jobs (the stale proposal is planned again): 4-5 min here
 @closes_clients
 async def test_dirs_only_approved_after_a_topic_change_is_replanned_then_ends_in_band(
     sc: Scenario,

@@ -404,6 +404,25 @@ def test_proposal_ready_to_pending_when_approved_on_a_stale_snapshot(edges: list
     assert d.status.snapshot_fingerprint == now
 
 
+def test_an_approved_proposal_whose_config_map_is_gone_is_planned_again(
+    edges: list[Edge],
+) -> None:
+    d = decide(obs(ready(command="approve"), proposal_found=False))
+    assert edges == [(P.PROPOSAL_READY, P.PENDING_PROPOSAL)]
+    assert "the proposal ConfigMap even-proposal is gone" in (d.status.replanned_because or "")
+
+
+def test_a_proposal_deleted_while_rebalancing_ends_it_and_cancels_the_children(
+    edges: list[Edge],
+) -> None:
+    kids = {TWO_WAVES[0].name: child(TWO_WAVES[0], "Running")}
+    st = rb(status={**status_in(P.REBALANCING, wave=1), "proposalConfigMap": "even-proposal"})
+    d = decide(obs(st, children=kids, proposal_found=False))
+    assert edges == [(P.REBALANCING, P.NOT_READY)]
+    assert d.actions == (CancelChildren((("PartitionReassignment", "even-1-brokers-0"),)),)
+    assert cond(d)[0] == "ProposalGone"
+
+
 def test_proposal_ready_to_pending_on_refresh(edges: list[Edge]) -> None:
     d = decide(obs(ready(command="refresh")))
     assert edges == [(P.PROPOSAL_READY, P.PENDING_PROPOSAL)]

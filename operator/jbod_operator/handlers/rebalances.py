@@ -157,6 +157,7 @@ async def observe(
             obs["unplaced"] = tuple((seen.waves_doc or {}).get("unplaced") or ())
     if phase in (Phase.PROPOSAL_READY, Phase.REBALANCING) and st and st.proposal_config_map:
         cm = await kube.get(CONFIGMAPS, ns, st.proposal_config_map)
+        obs["proposal_found"] = cm is not None
         if cm is not None:
             data = cm.get("data") or {}
             children, waves = rp.plan_children(

@@ -167,6 +167,8 @@ class Observation:
     planned: tuple[ChildPlan, ...] = ()
     """The children of the proposal by wave (from its manifests and the wave ordering)."""
     waves: int = 0
+    proposal_found: bool = True
+    """False when the proposal ConfigMap the status names is gone (deleted by hand)."""
     unplaced: tuple[str, ...] = ()
     """Moves of the proposal that no wave can take under the capacity threshold (why each)."""
     children: Mapping[str, ChildView] = field(default_factory=dict)
@@ -914,6 +916,8 @@ def _ready(p: _Pass) -> None:
     if not (p.status.approved or p.rb.spec.auto_approve):
         return
     changed = stale(p.status.snapshot_fingerprint, p.obs.fingerprint)
+    if not p.obs.proposal_found:
+        changed = [f"the proposal ConfigMap {p.status.proposal_config_map} is gone", *changed]
     if changed:
         p.start_planning("the proposal predates a change to the cluster: " + ", ".join(changed[:5]))
         return
@@ -998,6 +1002,18 @@ def _rebalancing(p: _Pass) -> None:
         return  # stopped in this pass
     obs = p.obs
     p.active = True
+    if not obs.proposal_found:
+        running = _cancel_children(p)
+        p.update(completion_time=iso(obs.now), rate_bytes_per_second=None, eta_seconds=None)
+        p.to(
+            Phase.NOT_READY,
+            "ProposalGone",
+            f"the proposal ConfigMap {p.status.proposal_config_map} was deleted while "
+            f"rebalancing: cancel sent to {running} running children",
+            warn=True,
+        )
+        p.active = False
+        return
     created = [c for c in obs.planned if c.wave <= p.status.wave]
     for c in created:
         v = obs.children.get(c.name)
