@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import importlib.util
 import json
 import os
 import shutil
@@ -646,6 +647,11 @@ def main(argv: list[str] | None = None) -> int:
         find_binaries()
     except KubeBinariesMissing as e:
         print(f"demo: {e}\n(`make demo` runs `make setup` first, which builds them)")
+        return 1
+    if importlib.util.find_spec("matplotlib") is None:
+        # The Spark job draws the proposal's plot with it, in this same Python: say so now,
+        # not after two minutes when the plot is missing.
+        print("demo: matplotlib is not installed (the spark extra): run `make setup`")
         return 1
     signal.signal(signal.SIGTERM, _on_term)
     print("jbod-operator demo: add a broker and a disk, then one Rebalance evens it all out\n")
