@@ -39,6 +39,7 @@ def test_demo_tells_the_whole_rebalance_story(tmp_path: Path) -> None:
 
     # The last line: the wall time of each phase, as bench/rebalance.py reads it.
     timing = json.loads(lines[-1])
+    print(lines[-1])  # shown with -s: the phases' wall time of this run
     assert timing["demo_ok"] is True and set(timing["demo_phases_s"]) >= PHASES, timing
     assert timing["demo_total_s"] >= sum(timing["demo_phases_s"][k] for k in PHASES) - 1
 
