@@ -1,28 +1,38 @@
-"""``make demo``: even out the disks of each broker with one LogDirMove, end to end, locally.
+"""``make demo``: the Rebalance story end to end, locally, in about two minutes.
 
-What it does (about a minute; everything on 127.0.0.1, everything removed at the end):
+What it does (everything on 127.0.0.1, everything it started stopped and removed at the end):
 
-1. starts a real kube-apiserver + etcd (``jbod_operator.tools.localkube``, the same as the
-   tests'; binaries from ``make kube-bins``) and installs the CRDs from ``crds/``;
-2. runs the operator and a BrokerCluster of 3 brokers x 3 log dirs as local processes
-   (``localkube`` again);
-3. creates two topics with skewed sizes (``clicks``: 6 partitions, RF 2, large and uneven;
-   ``orders``: 3 partitions, RF 2, small) and fills them;
-4. prints each directory's usage (``jbod-ctl log-dirs describe``), plans a directory balance
-   with the product's planner (``jbod_spark.plan_directory_balance``; if it fails, so does the
-   demo), writes it as a kafka-reassign-partitions JSON file, turns it into a LogDirMove
-   (``jbod-ctl reassignment to-manifests``), applies it and follows its progress
-   (``jbod-ctl logdirmove apply --wait``);
-5. prints the usage after, checks that the moved replicas are where they were sent (and
-   unchanged in size), and sums up.
+1. **start**: a real kube-apiserver + etcd (``jbod_operator.tools.localkube``, the same as the
+   tests'; binaries from ``make kube-bins``), the CRDs from ``crds/``, the operator, and a
+   BrokerCluster of 3 brokers x 2 log dirs (``a``, ``b``) run as local processes; two topics
+   of uneven sizes, replication factor 3 and min ISR 2;
+2. **fill**: bulk data of uneven sizes (the disks end uneven), then a counting producer
+   (acks=all) and a consumer that run until the end (``jbod_broker.counting``, the tests' own);
+3. **scale_up**: the BrokerCluster grows to 4 brokers and 3 log dirs (``c`` added). With no
+   kubelet here the demo does what Kubernetes would: broker 3 is started as a new process and
+   brokers 0-2 are restarted one at a time with the new dir (a broker reads ``log.dirs`` only
+   at start, as Kafka does), each waiting for every partition's ISR to be full again, as a
+   PodDisruptionBudget makes a rolling update wait;
+4. **plan**: a ``Rebalance`` in mode ``full`` (see :data:`MODE` for why not add-brokers), planned
+   by the Spark job on ``local[*]`` as a process the operator launches; the proposal summary
+   and a before/after plot of every disk (``jbod-ctl rebalance show NAME --plot PATH``);
+5. **approve_to_ready**: ``jbod-ctl rebalance approve``, then the execution followed from the
+   Rebalance's status: each wave's PartitionReassignments and LogDirMoves, bytes, rate and ETA;
+6. **verify**: every disk's usage after (the operator's measure and describe-log-dirs), inside
+   the band; the producer stopped, the consumer read to the end, and the counts compared:
+   anything acknowledged lost, or anything read twice, fails the demo.
 
-Ctrl-C at any point stops every process it started and removes its temporary directories.
+The last line printed is one JSON object, the wall time of each phase (``bench/rebalance.py``
+reads it). Ctrl-C at any point stops every process it started and removes its temp dirs.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import functools
+import importlib.util
 import json
 import os
 import shutil
@@ -31,16 +41,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from jbod_broker import wire
 from jbod_broker.client import BrokerClient
+from jbod_broker.counting import (
+    CountingConsumer,
+    CountingProducer,
+    fill_bytes,
+    verify,
+)
 from jbod_broker.local import LocalCluster
-from jbod_broker.storage.records import build_batch
+from jbod_broker.storage.names import TopicPartition
 from jbod_operator.tools.localkube import (
     Kube,
     KubeBinariesMissing,
@@ -50,29 +65,36 @@ from jbod_operator.tools.localkube import (
     start_local_brokers,
     wait_for,
 )
-from jbod_spark import (
-    BrokerInfo,
-    ClusterSnapshot,
-    LogDirInfo,
-    ReplicaInfo,
-    plan_directory_balance,
-)
 
 REPO = Path(__file__).resolve().parents[1]
 
 NS = "demo"
 CLUSTER = "demo"
-DIRS = ("a", "b", "c")
+REBALANCE = "grow"
+DIRS = ["a", "b"]
+NEW_DIR = "c"
 BROKERS = 3
-DIR_CAPACITY = 64 * 1024 * 1024  # the BrokerCluster's nominal log dir size ("64Mi")
+DIR_SIZE = "64Mi"
+DIR_CAPACITY = 64 * 1024 * 1024  # DIR_SIZE in bytes: the dirs share one disk here
 MiB = 1024 * 1024
-# (topic, partitions, RF, MiB per partition): clicks is big and uneven, orders small.
+RF = 3
+MIN_ISR = 2
+# (topic, MiB per partition): clicks is big and uneven, orders small. With these the plan has
+# both kinds of child: partitions that change brokers or leader (a PartitionReassignment) and
+# partitions that only change disks (a LogDirMove), and the demo checks it got both.
 TOPICS: list[tuple[str, list[float]]] = [
-    ("clicks", [6, 5, 3, 2, 1.5, 1]),
-    ("orders", [0.5, 0.5, 0.5]),
+    ("clicks", [5, 4, 2.5, 1.5, 1, 0.5]),
+    ("orders", [0.5] * 6),
 ]
-RF = 2
-MOVE_SECONDS = 6.0  # the throttle is chosen so that the move takes about this long
+MODE = "full"
+"""Why ``full`` and not ``add-brokers``: the planner's add-brokers mode balances the disks of
+the added brokers only (the others only give replicas), so the new disk ``c`` of brokers 0-2
+would stay empty, outside the band. ``full`` balances the brokers (broker 3 takes its share)
+and every broker's disks (the new disks fill) in one plan, which is the story here."""
+BAND_PP = 4.0
+THROTTLE = 3 * MiB  # per broker: slow enough that the progress of the moves can be watched
+PLAN_TIMEOUT = 240.0  # a Spark driver starting on a busy 2-core machine
+RUN_TIMEOUT = 240.0
 BROKER_SETTINGS = {
     "replica.lag.time.max.ms": "3000",
     "replica.high.watermark.checkpoint.interval.ms": "300",
@@ -81,6 +103,7 @@ BROKER_SETTINGS = {
 }
 
 T0 = time.monotonic()
+T = TypeVar("T")
 
 
 def say(msg: str) -> None:
@@ -88,11 +111,17 @@ def say(msg: str) -> None:
 
 
 def mib(n: float) -> str:
-    return f"{n / MiB:6.1f} MiB"
+    return f"{n / MiB:5.1f} MiB"
 
 
 def _on_term(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
+
+
+async def blocking(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+    """A blocking step (kubectl, jbod-ctl, a broker restart) in a thread, so the counting
+    producer and consumer keep running on the event loop meanwhile."""
+    return await asyncio.to_thread(functools.partial(fn, *args, **kw))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,144 +129,83 @@ def _on_term(signum: int, frame: FrameType | None) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Rep:
-    broker: int
-    topic: str
-    partition: int
-    path: str
-    size: int
-
-
-def replicas_of(kip: dict[str, Any]) -> list[Rep]:
-    out = []
-    for b in kip["brokers"]:
+def dir_usage(kip: dict[str, Any]) -> dict[int, dict[str, tuple[int, int]]]:
+    """broker → dir name → (bytes, replicas), from the replicas in it (no future replicas)."""
+    out: dict[int, dict[str, tuple[int, int]]] = {}
+    for b in sorted(kip["brokers"], key=lambda b: b["broker"]):
+        dirs = {}
         for d in b["log dirs"]:
-            for p in d["partitions"]:
-                if not p["is_temporary"]:
-                    out.append(Rep(b["broker"], p["topic"], p["partition"], d["path"], p["size"]))
+            parts = [p for p in d["partitions"] if not p["is_temporary"]]
+            dirs[wire.log_dir_short_name(d["path"])] = (sum(p["size"] for p in parts), len(parts))
+        out[b["broker"]] = dict(sorted(dirs.items()))
     return out
 
 
-def dir_usage(kip: dict[str, Any]) -> dict[int, dict[str, int]]:
-    """broker → dir path → bytes of the replicas in it (in the broker's dir order)."""
-    out: dict[int, dict[str, int]] = {}
-    for b in kip["brokers"]:
-        out[b["broker"]] = {
-            d["path"]: sum(p["size"] for p in d["partitions"] if not p["is_temporary"])
-            for d in b["log dirs"]
-        }
-    return out
+def pct(size: int) -> float:
+    return 100.0 * size / DIR_CAPACITY
 
 
-def spread(sizes: dict[str, int]) -> int:
-    return max(sizes.values()) - min(sizes.values()) if sizes else 0
-
-
-def print_table(title: str, kip: dict[str, Any], scale: int | None = None) -> int:
-    """The table; returns its bar scale (the fullest dir) so that a later table can share it."""
+def print_table(title: str, kip: dict[str, Any], scale: int | None = None) -> tuple[int, float]:
+    """Every disk of every broker; returns the bar scale (to share it with a later table) and
+    the worst per-broker spread in percentage points."""
     usage = dir_usage(kip)
-    counts: dict[tuple[int, str], int] = {}
-    for r in replicas_of(kip):
-        counts[(r.broker, r.path)] = counts.get((r.broker, r.path), 0) + 1
-    top = scale or max((s for u in usage.values() for s in u.values()), default=1) or 1
-    print(f"\n  {title}")
-    print("  broker  dir  replicas        size")
+    top = scale or max((s for u in usage.values() for s, _ in u.values()), default=1) or 1
+    worst = 0.0
+    print(f"\n  {title}  (each disk {DIR_SIZE}; band {BAND_PP:g} pp)")
+    print("  broker  disk  replicas       size   used")
     for b, dirs in usage.items():
-        for i, (path, size) in enumerate(dirs.items()):
+        for i, (name, (size, n)) in enumerate(dirs.items()):
             bar = "#" * round(30 * size / top)
             head = f"{b:>6}" if i == 0 else " " * 6
-            n = counts.get((b, path), 0)
-            print(f"  {head}  {wire.log_dir_short_name(path):>3}  {n:>8}  {mib(size)}  {bar}")
-        print(f"  {'':6}  spread (fullest - emptiest dir): {mib(spread(dirs)).strip()}")
+            print(f"  {head}  {name:>4}  {n:>8}  {mib(size)}  {pct(size):4.1f}%  {bar}")
+        sp = max(pct(s) for s, _ in dirs.values()) - min(pct(s) for s, _ in dirs.values())
+        worst = max(worst, sp)
+        verdict = "in band" if sp <= BAND_PP else "OUTSIDE the band"
+        print(f"  {'':6}  spread (fullest - emptiest disk): {sp:.1f} pp, {verdict}")
     print()
-    return top
-
-
-# ---------------------------------------------------------------------------------------------
-# Planning: the product's planner, jbod_spark's directory balance
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PlannedMove:
-    broker: int
-    topic: str
-    partition: int
-    from_path: str
-    to_path: str
-    size: int
-
-
-def spark_balance(
-    reps: list[Rep], usage: dict[int, dict[str, int]], leaders: dict[tuple[str, int], int]
-) -> list[PlannedMove]:
-    """jbod_spark.plan_directory_balance on a snapshot of what describe-log-dirs showed. The
-    dirs share one disk here, so each gets the BrokerCluster's nominal size as capacity."""
-    snap = ClusterSnapshot(
-        cluster_name=CLUSTER,
-        namespace=NS,
-        brokers=[BrokerInfo(id=b) for b in usage],
-        log_dirs=[
-            LogDirInfo(
-                broker_id=b,
-                name=wire.log_dir_short_name(p),
-                path=p,
-                capacity_bytes=DIR_CAPACITY,
-                used_bytes=size,
-            )
-            for b, dirs in usage.items()
-            for p, size in dirs.items()
-        ],
-        replicas=[
-            ReplicaInfo(
-                topic=r.topic,
-                partition=r.partition,
-                broker_id=r.broker,
-                log_dir=r.path,
-                size_bytes=r.size,
-                leader=leaders.get((r.topic, r.partition)) == r.broker,
-            )
-            for r in reps
-        ],
-    )
-    plan = plan_directory_balance(snap, tolerance=0.01)
-    paths = {(b, wire.log_dir_short_name(p)): p for b, dirs in usage.items() for p in dirs}
-    paths.update({(b, p): p for b, dirs in usage.items() for p in dirs})
-    out = []
-    for m in plan.moves:
-        if m.kind != "intra" or m.from_broker != m.to_broker:
-            raise ValueError(f"the directory plan moves {m.topic}-{m.partition} across brokers")
-        to = paths.get((m.to_broker, m.to_dir)) or paths.get((m.to_broker, m.to_dir_name))
-        src = paths.get((m.from_broker, m.from_dir))
-        if to is None or src is None:
-            raise ValueError(f"the plan names an unknown dir on broker {m.to_broker}: {m}")
-        out.append(PlannedMove(m.to_broker, m.topic, m.partition, src, to, m.size_bytes))
-    return out
-
-
-def predicted(usage: dict[int, dict[str, int]], moves: list[PlannedMove]) -> dict[int, int]:
-    after = {b: dict(d) for b, d in usage.items()}
-    for m in moves:
-        after[m.broker][m.from_path] -= m.size
-        after[m.broker][m.to_path] += m.size
-    return {b: spread(d) for b, d in after.items()}
-
-
-def plan_moves(
-    reps: list[Rep], usage: dict[int, dict[str, int]], leaders: dict[tuple[str, int], int]
-) -> list[PlannedMove]:
-    """The planner's moves; any failure of the planner ends the demo, saying so (the demo shows
-    the product's planner or nothing)."""
-    try:
-        return spark_balance(reps, usage, leaders)
-    except Exception as e:
-        raise RuntimeError(f"the jbod_spark planner failed: {type(e).__name__}: {e}") from e
+    return top, worst
 
 
 # ---------------------------------------------------------------------------------------------
 # The cluster
 # ---------------------------------------------------------------------------------------------
+
+
+class Leaders:
+    """Each partition's leader from the Topic status, polled in the background: the counting
+    clients' leader lookup (the way a Kafka client follows metadata)."""
+
+    def __init__(self, demo: Demo, tps: list[TopicPartition]) -> None:
+        self.demo = demo
+        self.tps = tps
+        self.leaders: dict[TopicPartition, int] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def refresh(self) -> None:
+        for topic in sorted({tp.topic for tp in self.tps}):
+            for p in self.demo.partitions(topic):
+                if p["leader"] >= 0:
+                    self.leaders[TopicPartition(topic, p["partition"])] = p["leader"]
+
+    def start(self) -> None:
+        self.refresh()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            # A failed read is read again on the next pass; the clients retry meanwhile.
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.refresh)
+            await asyncio.sleep(0.3)
+
+    def __call__(self, tp: TopicPartition) -> BrokerClient:
+        return self.demo.client(self.leaders[tp])
 
 
 class Demo:
@@ -248,10 +216,11 @@ class Demo:
         self.brokers: LocalCluster | None = None
         self.kube: Kube | None = None
         self.env = dict(os.environ)
+        self._clients: dict[int, BrokerClient] = {}
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def ctl(self, *args: str, show: bool = True, stdout_file: Path | None = None) -> str:
+    def ctl(self, *args: str, show: bool = True) -> str:
         """Run jbod-ctl (the installed console script) as a user would."""
         exe = Path(sys.executable).parent / "jbod-ctl"
         cmd = (
@@ -260,22 +229,41 @@ class Demo:
             else [sys.executable, "-m", "jbod_operator.tools.cli"]
         )
         if show:
-            tail = f" > {stdout_file.name}" if stdout_file else ""
-            print(f"  $ jbod-ctl {' '.join(args)}{tail}", flush=True)
+            print(f"  $ jbod-ctl {' '.join(args)}", flush=True)
         p = subprocess.run(
             [*cmd, *args], env=self.env, stdout=subprocess.PIPE, text=True, check=False
         )
         if p.returncode != 0:
             raise RuntimeError(f"jbod-ctl {' '.join(args)} exited with {p.returncode}")
-        if stdout_file is not None:
-            stdout_file.write_text(p.stdout)
         return p.stdout
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = json.loads(
-            self.ctl("log-dirs", "describe", "--cluster", CLUSTER, "-n", NS)
+            self.ctl("log-dirs", "describe", "--cluster", CLUSTER, "-n", NS, show=False)
         )
         return out
+
+    def client(self, broker: int) -> BrokerClient:
+        assert self.brokers is not None
+        c = self._clients.get(broker)
+        if c is None:
+            c = BrokerClient(self.brokers[broker].url, token=self.brokers.token, timeout_s=10)
+            self._clients[broker] = c
+        return c
+
+    async def close_clients(self) -> None:
+        for c in self._clients.values():
+            await c.close()
+        self._clients.clear()
+
+    def partitions(self, topic: str) -> list[dict[str, Any]]:
+        assert self.kube is not None
+        t = self.kube.get("topic", topic) or {}
+        return list((t.get("status") or {}).get("partitions") or [])
+
+    def rebalance_status(self) -> dict[str, Any]:
+        assert self.kube is not None
+        return dict((self.kube.get("rebalance", REBALANCE) or {}).get("status") or {})
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -301,6 +289,30 @@ class Demo:
         self.kube = Kube(self.kc, NS)
         say(f"API server {self.kc.server} ready; CRDs installed; namespace {NS}")
 
+    def cluster_spec(self, replicas: int, dirs: list[str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "jbod.io/v1alpha1",
+            "kind": "BrokerCluster",
+            "metadata": {"name": CLUSTER},
+            "spec": {
+                "replicas": replicas,
+                "logDirs": [{"name": d, "size": DIR_SIZE} for d in dirs],
+            },
+        }
+
+    def cluster_ready(self, replicas: int, dirs: list[str]) -> bool:
+        assert self.kube is not None
+        bc = self.kube.get("brokercluster", CLUSTER) or {}
+        st = bc.get("status") or {}
+        c = next((c for c in st.get("conditions") or [] if c["type"] == "Ready"), None)
+        return bool(
+            c
+            and c["status"] == "True"
+            and st.get("observedGeneration") == bc["metadata"]["generation"]
+            and st.get("readyBrokers") == replicas
+            and st.get("logDirs") == dirs
+        )
+
     def start_cluster(self) -> None:
         assert self.kc is not None and self.kube is not None
         say("starting the operator (python -m jbod_operator)")
@@ -310,6 +322,9 @@ class Demo:
             str(self.tmp),
             env={
                 "JBOD_OPERATOR_LEASE_NAMESPACE": NS,
+                "JBOD_OPERATOR_REBALANCE_WORK_DIR": str(self.tmp / "jobs"),
+                "JBOD_OPERATOR_REBALANCE_POLL_SECONDS": "0.5",
+                "JBOD_OPERATOR_REASSIGNMENT_POLL_SECONDS": "0.3",
                 "JBOD_OPERATOR_MOVE_POLL_SECONDS": "0.5",
             },
         )
@@ -323,17 +338,7 @@ class Demo:
             what="the operator to take its Lease",
         )
         say(f"BrokerCluster {CLUSTER}: {BROKERS} brokers x {len(DIRS)} log dirs {DIRS}")
-        kube.apply(
-            {
-                "apiVersion": "jbod.io/v1alpha1",
-                "kind": "BrokerCluster",
-                "metadata": {"name": CLUSTER},
-                "spec": {
-                    "replicas": BROKERS,
-                    "logDirs": [{"name": d, "size": "64Mi"} for d in DIRS],
-                },
-            }
-        )
+        kube.apply(self.cluster_spec(BROKERS, DIRS))
         wait_for(lambda: kube.get("statefulset", f"{CLUSTER}-broker"), what="the StatefulSet")
         self.brokers = start_local_brokers(
             self.op,
@@ -344,16 +349,10 @@ class Demo:
             dir_names=list(DIRS),
             settings=BROKER_SETTINGS,
         )
-        wait_for(
-            lambda: (
-                (c := kube.condition("brokercluster", CLUSTER, "Ready")) and c["status"] == "True"
-            ),
-            timeout=60,
-            what="BrokerCluster Ready",
-        )
+        wait_for(lambda: self.cluster_ready(BROKERS, DIRS), timeout=60, what="BrokerCluster Ready")
         say(f"brokers up as local processes under {self.tmp / 'brokers'}; cluster Ready")
 
-    def create_topics(self) -> dict[tuple[str, int], int]:
+    def create_topics(self) -> list[TopicPartition]:
         assert self.kube is not None
         kube = self.kube
         for name, sizes in TOPICS:
@@ -366,7 +365,7 @@ class Demo:
                         "clusterName": CLUSTER,
                         "partitions": len(sizes),
                         "replicationFactor": RF,
-                        "minInsyncReplicas": 1,
+                        "minInsyncReplicas": MIN_ISR,
                     },
                 }
             )
@@ -377,84 +376,52 @@ class Demo:
 
         for name, _ in TOPICS:
             wait_for(functools.partial(ready, name), timeout=60, what=f"Topic {name} Ready")
-        return self.leaders()
+        return [TopicPartition(name, p) for name, sizes in TOPICS for p in range(len(sizes))]
 
-    def leaders(self) -> dict[tuple[str, int], int]:
-        assert self.kube is not None
-        out = {}
+    def isr_full(self) -> bool:
+        """Every partition has all its replicas in sync (what a rolling restart waits for)."""
         for name, _ in TOPICS:
-            t = self.kube.get("topic", name) or {}
-            for p in (t.get("status") or {}).get("partitions") or []:
-                out[(name, int(p["partition"]))] = int(p["leader"])
-        return out
+            for p in self.partitions(name):
+                if sorted(p["isr"]) != sorted(r["brokerId"] for r in p["replicas"]):
+                    return False
+        return True
 
-    async def _produce(self, leaders: dict[tuple[str, int], int]) -> int:
-        assert self.brokers is not None
-        cl = self.brokers
-        payload = b"demo:" + os.urandom(16) + b"." * (64 * 1024 - 21)
-        batch = build_batch([(None, payload)] * 15)  # ~960 KiB: under message.max.bytes
-        small = build_batch([(None, payload)] * 2)
-        clients = {
-            b.broker_id: BrokerClient(b.url, token=cl.token, timeout_s=60) for b in cl.brokers
-        }
-        total = 0
-
-        async def fill(topic: str, part: int, size_mib: float) -> int:
-            want = int(size_mib * MiB)
-            done = 0
-            c = clients[leaders[(topic, part)]]
-            while done < want:
-                b = batch if want - done >= len(batch) else small
-                await c.produce(topic, part, b, acks=-1)
-                done += len(b)
-            return done
-
-        try:
-            jobs = [fill(topic, p, mb) for topic, sizes in TOPICS for p, mb in enumerate(sizes)]
-            for n in await asyncio.gather(*jobs):
-                total += n
-        finally:
-            for c in clients.values():
-                await c.close()
-        return total
-
-    def produce(self, leaders: dict[tuple[str, int], int]) -> None:
-        t = time.monotonic()
-        n = asyncio.run(self._produce(leaders))
-        say(
-            f"produced {n / MiB:.1f} MiB (acks=all, RF {RF}: {RF * n / MiB:.1f} MiB on disk) "
-            f"in {time.monotonic() - t:.1f} s"
+    def scale_up(self) -> None:
+        """The BrokerCluster grows by a broker and a disk; the local processes follow as the
+        StatefulSet's pods would (a new pod; each old pod rolled onto the new template)."""
+        assert self.kube is not None and self.brokers is not None and self.op is not None
+        dirs = [*DIRS, NEW_DIR]
+        size = BROKERS + 1
+        print(
+            f"  $ kubectl patch brokercluster {CLUSTER}: replicas {BROKERS} -> {size}, "
+            f"logDirs {DIRS} -> {dirs}"
         )
+        self.kube.apply(self.cluster_spec(size, dirs))
 
-    def topic_replicas(self) -> dict[tuple[str, int], list[int]]:
-        assert self.kube is not None
-        out = {}
-        for name, _ in TOPICS:
-            t = self.kube.get("topic", name) or {}
-            for p in (t.get("status") or {}).get("partitions") or []:
-                out[(name, int(p["partition"]))] = [int(r["brokerId"]) for r in p["replicas"]]
-        return out
+        def sts_follows() -> bool:
+            assert self.kube is not None
+            # Claim templates are immutable: the operator deletes the StatefulSet orphaning
+            # its pods and creates it again; the garbage collector's part is played here.
+            self.kube.finish_orphan_deletions()
+            sts = self.kube.get("statefulset", f"{CLUSTER}-broker") or {}
+            spec = sts.get("spec") or {}
+            claims = [c["metadata"]["name"] for c in spec.get("volumeClaimTemplates") or []]
+            return spec.get("replicas") == size and claims == [wire.log_dir_folder(d) for d in dirs]
 
-    def reassignment_json(self, moves: list[PlannedMove]) -> dict[str, Any]:
-        """The plan as Kafka users write it: kafka-reassign-partitions JSON with log_dirs
-        (the replica list unchanged, "any" for replicas that stay in their dir)."""
-        current = self.topic_replicas()
-        target: dict[tuple[str, int], dict[int, str]] = {}
-        for m in moves:
-            to = wire.log_dir_short_name(m.to_path)
-            target.setdefault((m.topic, m.partition), {})[m.broker] = to
-        parts = []
-        for (topic, p), dirs in sorted(target.items()):
-            reps = current[(topic, p)]
-            parts.append(
-                {
-                    "topic": topic,
-                    "partition": p,
-                    "replicas": reps,
-                    "log_dirs": [dirs.get(b, "any") for b in reps],
-                }
-            )
-        return {"version": 1, "partitions": parts}
+        wait_for(sts_follows, timeout=60, what="the StatefulSet with 4 replicas and disk c")
+        say("the operator updated the StatefulSet (4 replicas; claim templates data-a/b/c)")
+        new = self.brokers.add_broker()
+        new.dir_names = dirs
+        self.op.set_endpoints(CLUSTER, self.brokers.endpoints())
+        new.start()
+        say(f"broker {new.broker_id} started (a new pod), with disks {dirs}: empty")
+        for b in range(BROKERS):
+            wait_for(self.isr_full, timeout=60, what="every partition's ISR full")
+            self.brokers.restart_with_dirs(b, dirs)
+            say(f"broker {b} restarted with disks {dirs} (rolled onto the new template)")
+        wait_for(self.isr_full, timeout=60, what="every partition's ISR full")
+        wait_for(lambda: self.cluster_ready(size, dirs), timeout=60, what="BrokerCluster Ready")
+        say(f"BrokerCluster {CLUSTER} Ready: {size} brokers x {len(dirs)} disks; every ISR full")
 
     def stop(self) -> None:
         if self.op is not None:
@@ -473,127 +440,227 @@ class Demo:
                 yield f"--- broker {b.broker_id} log (last lines)\n{b.tail(15)}"
 
 
-def run(demo: Demo) -> str:
-    demo.start_api()
-    demo.start_cluster()
-    say("creating topics: clicks (6 partitions, RF 2, 1-6 MiB each), orders (3 x 0.5 MiB)")
-    leaders = demo.create_topics()
-    demo.produce(leaders)
+# ---------------------------------------------------------------------------------------------
+# Following the Rebalance
+# ---------------------------------------------------------------------------------------------
 
-    say("per-directory usage, from describe-log-dirs (KIP-113's kafka-log-dirs JSON):")
-    before_kip = demo.describe()
-    scale = print_table("BEFORE", before_kip)
-    usage = dir_usage(before_kip)
-    reps = replicas_of(before_kip)
-    before = {b: spread(d) for b, d in usage.items()}
 
-    moves = plan_moves(reps, usage, demo.leaders())
-    if not moves:
-        raise RuntimeError("the planner found nothing to move: the topics came out balanced")
-    after_pred = predicted(usage, moves)
-    moved_bytes = sum(m.size for m in moves)
-    per_broker = {b: sum(m.size for m in moves if m.broker == b) for b in usage}
-    # Slow enough to watch: the busiest broker needs about MOVE_SECONDS.
-    step = 64 * 1024
-    throttle = max(4 * step, int(max(per_broker.values()) / MOVE_SECONDS) // step * step)
-    say(
-        f"plan by jbod_spark.plan_directory_balance (dirs-only mode): {len(moves)} replica "
-        f"moves, {moved_bytes / MiB:.1f} MiB"
+def progress_line(st: dict[str, Any]) -> str:
+    """One line of what the status says: phase, wave, the children by kind and phase, bytes,
+    rate and ETA."""
+    kids = st.get("children") or []
+    by_kind: dict[str, dict[str, int]] = {}
+    for k in kids:
+        phases = by_kind.setdefault(k["kind"], {})
+        ph = k.get("phase") or "Pending"
+        phases[ph] = phases.get(ph, 0) + 1
+    kinds = "; ".join(
+        f"{kind} x{sum(ph.values())} ({', '.join(f'{n} {p}' for p, n in sorted(ph.items()))})"
+        for kind, ph in sorted(by_kind.items())
     )
-    for m in moves:
-        print(
-            f"    broker {m.broker}: {m.topic}-{m.partition:<2} {mib(m.size)}  "
-            f"{wire.log_dir_short_name(m.from_path)} -> {wire.log_dir_short_name(m.to_path)}"
-        )
-    for b in usage:
-        print(f"    broker {b}: spread {mib(before[b])} -> {mib(after_pred[b])} (predicted)")
-
-    plan_file = demo.tmp / "balance.json"
-    plan_file.write_text(json.dumps(demo.reassignment_json(moves), indent=1) + "\n")
-    yaml_file = demo.tmp / "balance.yaml"
-    say("the plan as kafka-reassign-partitions JSON -> a LogDirMove manifest:")
-    # Run from the temp dir so the command reads like a user's (relative file names).
-    old = os.getcwd()
-    os.chdir(demo.tmp)
-    try:
-        demo.ctl(
-            "reassignment",
-            "to-manifests",
-            plan_file.name,
-            "--cluster",
-            CLUSTER,
-            "-n",
-            NS,
-            "--name",
-            "balance",
-            "--throttle",
-            str(throttle),
-            stdout_file=yaml_file,
-        )
-        print("    " + yaml_file.read_text().replace("\n", "\n    ").rstrip())
-        say(f"applying it (throttle {throttle / MiB:.2f} MiB/s per broker) and following it:")
-        t_move = time.monotonic()
-        out = demo.ctl(
-            "logdirmove", "apply", yaml_file.name, "--wait", "-n", NS, "--timeout", "180"
-        )
-        move_s = time.monotonic() - t_move
-    finally:
-        os.chdir(old)
-    result = json.loads(out)
-    phase = result["moves"][0]["phase"]
-    if phase != "Succeeded":
-        raise RuntimeError(f"LogDirMove ended {phase}: {result['moves'][0]['message']}")
-    assert demo.kc is not None
-    print(demo.kc.kubectl("get", "logdirmoves", "-n", NS, check=True).stdout.rstrip())
-
-    say("per-directory usage after the move:")
-    after_kip = demo.describe()
-    print_table("AFTER", after_kip, scale)
-    after_reps = {(r.broker, r.topic, r.partition): r for r in replicas_of(after_kip)}
-    before_reps = {(r.broker, r.topic, r.partition): r for r in reps}
-    for m in moves:
-        r = after_reps.get((m.broker, m.topic, m.partition))
-        if r is None or r.path != m.to_path:
-            raise RuntimeError(f"broker {m.broker}: {m.topic}-{m.partition} is not in {m.to_path}")
-    if any(
-        after_reps.get(k) is None or after_reps[k].size != r.size for k, r in before_reps.items()
-    ):
-        raise RuntimeError("a replica changed size or went missing during the move")
-    if any(
-        p["is_temporary"]
-        for b in after_kip["brokers"]
-        for d in b["log dirs"]
-        for p in d["partitions"]
-    ):
-        raise RuntimeError("a future replica is still there after Succeeded")
-    after = {b: spread(d) for b, d in dir_usage(after_kip).items()}
-    print("  broker  spread before  spread after")
-    for b in usage:
-        print(f"  {b:>6}  {mib(before[b]):>13}  {mib(after[b]):>12}")
-    print()
-    if max(after.values()) >= max(before.values()):
-        raise RuntimeError("the worst spread did not improve")
+    waves = (st.get("proposal") or {}).get("waves") or 0
+    rate = st.get("rateBytesPerSecond")
+    eta = st.get("etaSeconds")
     return (
-        f"moved {len(moves)} replicas ({moved_bytes / MiB:.1f} MiB) between the disks of "
-        f"{len({m.broker for m in moves})} brokers in {move_s:.1f} s; every replica verified "
-        f"in its new dir, sizes unchanged; worst per-broker dir spread "
-        f"{max(before.values()) / MiB:.1f} MiB -> {max(after.values()) / MiB:.1f} MiB"
+        f"{st.get('phase')} wave {st.get('wave', 0)}/{waves}: {kinds or 'no children yet'} | "
+        f"{mib(st.get('bytesMoved') or 0).strip()} of {mib(st.get('bytesToMove') or 0).strip()}"
+        f" ({st.get('progressPercent') or 0}%)"
+        + (f", {rate / MiB:.1f} MiB/s" if rate else "")
+        + (f", ETA {eta} s" if eta is not None else "")
     )
 
 
-def main() -> int:
+def failed(st: dict[str, Any]) -> str | None:
+    if st.get("phase") in ("NotReady", "Stopped"):
+        msgs = [c.get("message", "") for c in st.get("conditions") or [] if c.get("message")]
+        return f"Rebalance {REBALANCE} is {st['phase']}: {' '.join(msgs)}"
+    return None
+
+
+async def follow(demo: Demo, want: str, timeout: float, *, show: bool) -> dict[str, Any]:
+    """Poll the Rebalance's status until phase ``want``; print each new progress line."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        st = await blocking(demo.rebalance_status)
+        bad = failed(st)
+        if bad:
+            raise RuntimeError(bad)
+        if show:
+            line = progress_line(st)
+            if line != last:
+                say(line)
+                last = line
+        if st.get("phase") == want:
+            return st
+        await asyncio.sleep(0.5)
+    raise TimeoutError(f"Rebalance {REBALANCE} not {want} after {timeout:.0f} s")
+
+
+# ---------------------------------------------------------------------------------------------
+# The story
+# ---------------------------------------------------------------------------------------------
+
+
+class Phases:
+    """Wall time per phase (the last line's JSON)."""
+
+    def __init__(self) -> None:
+        self.took: dict[str, float] = {}
+        self._t = time.monotonic()
+
+    def done(self, name: str) -> None:
+        now = time.monotonic()
+        self.took[name] = round(now - self._t, 1)
+        self._t = now
+
+
+async def run(demo: Demo, phases: Phases, plot: Path) -> str:
+    await blocking(demo.start_api)
+    await blocking(demo.start_cluster)
+    say(
+        f"topics: {', '.join(f'{n} ({len(s)} partitions)' for n, s in TOPICS)}, "
+        f"RF {RF}, min ISR {MIN_ISR}"
+    )
+    tps = await blocking(demo.create_topics)
+    phases.done("start")
+
+    leaders = Leaders(demo, tps)
+    leaders.start()
+    t = time.monotonic()
+    for name, sizes in TOPICS:
+        for p, size in enumerate(sizes):
+            await fill_bytes(leaders, [TopicPartition(name, p)], size)
+    total = sum(sum(s) for _, s in TOPICS)
+    say(f"filled {total:.1f} MiB (x{RF} replicas) in {time.monotonic() - t:.1f} s, acks=all")
+    producer = CountingProducer(leaders, tps, timeout_ms=5000, pause_s=0.05)
+    consumer = CountingConsumer(leaders, tps)
+    producer.start()
+    consumer.start()
+    say("a counting producer (acks=all) and consumer run from now to the end")
+    try:
+        print_table("BEFORE", await blocking(demo.describe))
+        phases.done("fill")
+
+        say("adding a fourth broker and a new disk c to every broker")
+        await blocking(demo.scale_up)
+        scale, before_worst = print_table(
+            "AFTER SCALE-UP (broker 3 and disks c empty)", await blocking(demo.describe)
+        )
+        phases.done("scale_up")
+
+        rb = {
+            "apiVersion": "jbod.io/v1alpha1",
+            "kind": "Rebalance",
+            "metadata": {"name": REBALANCE},
+            "spec": {
+                "clusterName": CLUSTER,
+                "mode": MODE,
+                "balanceBandPercent": BAND_PP,
+                "throttleBytesPerSecond": THROTTLE,
+            },
+        }
+        print(f"  $ kubectl apply -f - <<< {json.dumps(rb)}")
+        assert demo.kube is not None
+        await blocking(demo.kube.apply, rb)
+        say(
+            f"Rebalance {REBALANCE} (mode {MODE}): the operator snapshots the cluster and "
+            "launches the Spark job on local[*]"
+        )
+        st = await follow(demo, "ProposalReady", PLAN_TIMEOUT, show=False)
+        p = st["proposal"]
+        if not p["feasible"]:
+            raise RuntimeError(f"the proposal is infeasible: {p.get('problems')}")
+        say(
+            f"proposal: {p['movesBetweenBrokers']} moves between brokers, "
+            f"{p['movesBetweenDisks']} between disks, {mib(p['bytesToMove']).strip()}, "
+            f"{p.get('waves', 0)} wave(s); worst disk spread {p['worstSpreadBefore']:.1f} pp "
+            f"-> {p['worstSpreadAfter']:.1f} pp (band {BAND_PP:g})"
+        )
+        shown = await blocking(
+            demo.ctl, "rebalance", "show", REBALANCE, "-n", NS, "--plot", str(plot)
+        )
+        print("    " + shown.rstrip().replace("\n", "\n    "))
+        if not plot.is_file() or plot.read_bytes()[:8] != b"\x89PNG\r\n\x1a\n":
+            raise RuntimeError(f"no PNG plot at {plot}")
+        say(f"plot of every disk before/after: {plot}")
+        phases.done("plan")
+
+        await blocking(demo.ctl, "rebalance", "approve", REBALANCE, "-n", NS)
+        st = await follow(demo, "Ready", RUN_TIMEOUT, show=True)
+        assert demo.kc is not None
+        table = await blocking(
+            demo.kc.kubectl, "get", "rb,partitionreassignments,logdirmoves", "-n", NS, check=True
+        )
+        print("    " + table.stdout.rstrip().replace("\n", "\n    "))
+        phases.done("approve_to_ready")
+    finally:
+        await producer.stop()
+        await consumer.stop()
+        await leaders.stop()
+        await demo.close_clients()
+
+    measured = st.get("measured") or []
+    out = [m for m in measured if m["spread"] > BAND_PP]
+    if len(measured) != BROKERS + 1 or out:
+        raise RuntimeError(f"the operator measured disks outside the band: {measured}")
+    _, after_worst = print_table("AFTER", await blocking(demo.describe), scale)
+    print("  the operator's measure at Ready (per broker, spread of its disks):")
+    for m in measured:
+        print(
+            f"    broker {m['brokerId']}: spread {m['spread']:.1f} pp, fullest disk "
+            f"{m['largestUtilisation']:.1f}%"
+        )
+    kids = {(k["kind"], k.get("phase")) for k in st.get("children") or []}
+    kinds = {k for k, _ in kids}
+    print(f"  children: {sorted(kids)}")
+    if not {"PartitionReassignment", "LogDirMove"} <= kinds:
+        raise RuntimeError(f"expected both kinds of move among the children, got {kinds}")
+
+    verify(producer.acked, consumer.consumed)
+    acked, read = producer.acked_count, consumer.count
+    unacked = producer.sent - acked
+    say(
+        f"counts: producer sent {producer.sent}, acknowledged {acked} ({unacked} refused while "
+        f"leadership moved, never acknowledged); consumer read {read}: every acknowledged "
+        "value read exactly once, in order: 0 lost, 0 duplicated"
+    )
+    phases.done("verify")
+    return (
+        f"counts: {acked} acknowledged, {read} read, 0 lost, 0 duplicated; "
+        f"worst disk spread after the scale-up {before_worst:.1f} pp -> {after_worst:.1f} pp "
+        f"(band {BAND_PP:g} pp); "
+        f"Rebalance {REBALANCE} Ready; plot {plot}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--plot",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "jbod-demo-rebalance.png",
+        help="where the proposal's before/after plot is written (kept after the demo)",
+    )
+    args = ap.parse_args(argv)
     try:
         find_binaries()
     except KubeBinariesMissing as e:
         print(f"demo: {e}\n(`make demo` runs `make setup` first, which builds them)")
         return 1
+    if importlib.util.find_spec("matplotlib") is None:
+        # The Spark job draws the proposal's plot with it, in this same Python: say so now,
+        # not after two minutes when the plot is missing.
+        print("demo: matplotlib is not installed (the spark extra): run `make setup`")
+        return 1
     signal.signal(signal.SIGTERM, _on_term)
-    print("jbod-operator demo: even out the log dirs of each broker with one LogDirMove\n")
+    print("jbod-operator demo: add a broker and a disk, then one Rebalance evens it all out\n")
     demo = Demo()
+    phases = Phases()
     code = 1
     summary = ""
     try:
-        summary = run(demo)
+        summary = asyncio.run(run(demo, phases, args.plot.resolve()))
         code = 0
     except KeyboardInterrupt:
         print("\ndemo: interrupted; cleaning up", flush=True)
@@ -608,12 +675,14 @@ def main() -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         say("cleaning up: operator, brokers, API server, temp dirs")
         demo.stop()
-    total = time.monotonic() - T0
+    phases.done("cleanup")
+    total = round(time.monotonic() - T0, 1)
     if code == 0:
         print(f"demo OK in {total:.0f} s: {summary}")
     else:
         what = "FAILED" if code == 1 else "interrupted"
         print(f"demo {what} after {total:.0f} s (everything it started was stopped and removed)")
+    print(json.dumps({"demo_phases_s": phases.took, "demo_total_s": total, "demo_ok": code == 0}))
     return code
 
 

@@ -203,6 +203,32 @@ class LocalCluster:
     def __getitem__(self, broker_id: int) -> LocalBroker:
         return self.brokers[broker_id]
 
+    def add_broker(self) -> LocalBroker:
+        """The next broker id, configured like the others (not started): what a StatefulSet
+        scaled up by one creates as a new pod."""
+        b = LocalBroker(
+            broker_id=len(self.brokers),
+            base_dir=self.base_dir,
+            token_file=os.path.join(self.base_dir, "token"),
+            num_dirs=self.num_dirs,
+            controller_url=self.controller_url,
+            settings=dict(self.settings),
+            dir_names=self.dir_names,
+        )
+        self.brokers.append(b)
+        self.size = len(self.brokers)
+        return b
+
+    def restart_with_dirs(self, broker_id: int, dir_names: list[str]) -> None:
+        """Stop broker ``broker_id`` gracefully and start it again with ``dir_names`` as its
+        log dirs: a pod rolled onto a template with another disk, since a broker reads
+        ``log.dirs`` only at start (as Kafka does). New brokers get these dirs too."""
+        self.dir_names = list(dir_names)
+        b = self.brokers[broker_id]
+        b.stop()
+        b.dir_names = list(dir_names)
+        b.start()
+
     def endpoints(self) -> dict[str, str]:
         """Broker id → URL, the shape of the operator's broker endpoints file."""
         return {str(b.broker_id): b.url for b in self.brokers}

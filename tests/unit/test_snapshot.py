@@ -299,3 +299,77 @@ def test_dirs_sharing_one_filesystem_use_spec_sizes_and_replica_bytes() -> None:
         ("a", 2**30, 400 * 2**20),
         ("b", 2**30, 0),
     ]
+
+
+def test_dirs_of_a_filesystem_written_to_meanwhile_still_share_it() -> None:
+    # the demo's snapshot with a producer running: the broker reads each dir's figures in turn,
+    # so the shared filesystem's usable bytes differ a little from one dir to the next; each dir
+    # is still a 1Gi dir of that filesystem, never a 500 GB disk filled by all of it
+    bc = {
+        "spec": {
+            "replicas": 1,
+            "logDirs": [{"name": "a", "size": "1Gi"}, {"name": "b", "size": "1Gi"}],
+        },
+        "status": {"brokers": [{"id": 0, "live": True, "url": "http://b0"}]},
+    }
+    d = wire.DescribeLogDirsResponse(
+        broker_id=0,
+        log_dirs=[
+            wire.LogDirDescription(
+                path=f"/var/lib/jbod/data-{n}",
+                is_live=True,
+                error=None,
+                total_bytes=500 * GB,
+                usable_bytes=200 * GB - i * 4096,
+                cordoned=False,
+                partitions=[
+                    wire.ReplicaDescription(
+                        topic="t",
+                        partition=i,
+                        size=(i + 1) * 2**20,
+                        offset_lag=0,
+                        is_future=False,
+                        log_end_offset=0,
+                    )
+                ],
+            )
+            for i, n in enumerate(("a", "b"))
+        ],
+    )
+    s = build_snapshot("demo", bc, [], {0: d})
+    assert [(x.name, x.capacity_bytes, x.used_bytes) for x in s.log_dirs] == [
+        ("a", 2**30, 2**20),
+        ("b", 2**30, 2 * 2**20),
+    ]
+
+
+def test_disks_of_their_claims_size_are_their_own_even_when_equal() -> None:
+    # two volumes of one size (the usual PVCs): the same total, different use; each keeps its
+    # observed figures, the sharing rule leaves them alone
+    bc = {
+        "spec": {
+            "replicas": 1,
+            "logDirs": [{"name": "a", "size": "100Gi"}, {"name": "b", "size": "100Gi"}],
+        },
+        "status": {"brokers": [{"id": 0, "live": True, "url": "http://b0"}]},
+    }
+    d = wire.DescribeLogDirsResponse(
+        broker_id=0,
+        log_dirs=[
+            wire.LogDirDescription(
+                path=f"/var/lib/jbod/data-{n}",
+                is_live=True,
+                error=None,
+                total_bytes=100 * 2**30,
+                usable_bytes=(90 - 10 * i) * 2**30,
+                cordoned=False,
+                partitions=[],
+            )
+            for i, n in enumerate(("a", "b"))
+        ],
+    )
+    s = build_snapshot("demo", bc, [], {0: d})
+    assert [(x.name, x.capacity_bytes, x.used_bytes) for x in s.log_dirs] == [
+        ("a", 100 * 2**30, 10 * 2**30),
+        ("b", 100 * 2**30, 20 * 2**30),
+    ]

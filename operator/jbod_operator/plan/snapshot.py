@@ -8,10 +8,16 @@ broker client) is theirs.
 
 Dirs of one broker that report the same total and usable bytes share a filesystem (a demo on
 one disk): their capacity is then the size the BrokerCluster spec gives them and their use the
-bytes of their replicas. Observed state wins: a replica found by describe-log-dirs in another
-dir than its Topic status says is taken where the broker has it. A replica the broker could
-not describe (dead broker, offline dir) keeps the status' dir and the size of its largest
-sibling replica. Moves in flight (``-future`` logs) are not counted.
+bytes of their replicas. So do dirs of one broker that report the same total when that total
+is far above the size the spec gives them (:data:`SHARED_DISK_FACTOR`): a filesystem written
+to while the broker reads each dir's figures in turn (a producer running during the snapshot)
+reports usable bytes that differ from one dir to the next, and taking such a dir as a disk of
+its own would count the whole filesystem's use against it.
+
+Observed state wins: a replica found by describe-log-dirs in another dir than its Topic status
+says is taken where the broker has it. A replica the broker could not describe (dead broker,
+offline dir) keeps the status' dir and the size of its largest sibling replica. Moves in
+flight (``-future`` logs) are not counted.
 """
 
 from __future__ import annotations
@@ -26,7 +32,12 @@ from ..models.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaIn
 from ..models.topic import kafka_topic_name
 from .storage_diff import parse_quantity
 
-__all__ = ["build_snapshot", "quantity_bytes"]
+__all__ = ["SHARED_DISK_FACTOR", "build_snapshot", "quantity_bytes"]
+
+SHARED_DISK_FACTOR = 2
+"""A dir whose filesystem is more than this many times the size the spec gives it, and which
+reports the same total as another dir of its broker, shares that filesystem. A provisioned
+volume is about its claim's size, so no dir with a disk of its own is taken for shared."""
 
 
 def quantity_bytes(q: str) -> int:
@@ -68,9 +79,14 @@ def build_snapshot(
             # dirs on one filesystem all report the whole disk: then a dir's capacity is its
             # size in the BrokerCluster spec and its use the bytes of its replicas
             figures = Counter((d.total_bytes, d.usable_bytes) for d in desc.log_dirs if d.is_live)
+            totals = Counter(d.total_bytes for d in desc.log_dirs if d.is_live)
             for d in desc.log_dirs:
                 name = wire.log_dir_short_name(d.path)
-                shared = figures[(d.total_bytes, d.usable_bytes)] > 1 and spec_size.get(name)
+                size = spec_size.get(name, 0)
+                shared = size > 0 and (
+                    figures[(d.total_bytes, d.usable_bytes)] > 1
+                    or (totals[d.total_bytes] > 1 and d.total_bytes > SHARED_DISK_FACTOR * size)
+                )
                 replica_bytes = sum(p.size for p in d.partitions if not p.is_future)
                 dirs.append(
                     LogDirInfo(

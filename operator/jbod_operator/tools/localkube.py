@@ -460,6 +460,28 @@ class Kube:
                 return dict(c)
         return None
 
+    def finish_orphan_deletions(self, kind: str = "statefulset") -> None:
+        """Play the garbage collector (this API server runs none): an object deleted with
+        orphan propagation keeps its ``orphan`` finalizer until GC releases its dependents.
+        There are no pods or PVC owners here, so releasing means dropping the finalizer. The
+        operator deletes its StatefulSet that way when the log dirs change (claim templates
+        are immutable), so the demo's added disk and the tests need this."""
+        out = json.loads(self.run("get", kind, "-n", self.namespace, "-o", "json"))
+        for item in out.get("items", []):
+            meta = item["metadata"]
+            if meta.get("deletionTimestamp") and "orphan" in (meta.get("finalizers") or []):
+                self.run(
+                    "patch",
+                    kind,
+                    meta["name"],
+                    "-n",
+                    self.namespace,
+                    "--type=json",
+                    "-p",
+                    '[{"op": "remove", "path": "/metadata/finalizers"}]',
+                    check=False,
+                )
+
     def secret_value(self, name: str, key: str) -> str | None:
         """One key of a Secret, decoded (None until the Secret and the key exist)."""
         s = self.get("secret", name)
