@@ -174,7 +174,7 @@ class PhaseResult:
         return mb_s(self.nbytes, self.secs)
 
     def summary(self, suffix: str, kind: str) -> dict[str, object]:
-        out = {
+        out: dict[str, object] = {
             f"{kind}_mb_s_{suffix}": round(mb_s(self.nbytes, self.secs), 2),
             f"{kind}_records_s_{suffix}": round(self.records / self.secs if self.secs else 0.0),
             f"{kind}_requests_s_{suffix}": round(self.requests / self.secs if self.secs else 0.0),

@@ -28,7 +28,12 @@ at full size: wall <= 60 s, spread <= 2 pp, bytes <= 1.1 x the bound. matplotlib
 job writes no ``plot.png`` (it says so on stderr) and the figures leave the plot out. The last
 line is one JSON object.
 
-Usage: python bench/rebalance.py [--quick] [--seed N] [--band-pp X] [--keep DIR]
+With ``--demo`` it also runs the whole demo story (``scripts/demo.py``: a live cluster, a
+fourth broker and a new disk, a Rebalance planned, approved and executed under a counting
+producer and consumer) and adds its wall time split by phase (``demo_phases_s``, as the demo
+prints it) to the same JSON line.
+
+Usage: python bench/rebalance.py [--quick] [--seed N] [--band-pp X] [--keep DIR] [--demo]
 """
 
 from __future__ import annotations
@@ -197,7 +202,7 @@ def rebalance_args(cluster: str, band_pp: float) -> list[str]:
             "spec": {"clusterName": cluster, "mode": "full", "balanceBandPercent": band_pp},
         }
     )
-    return job_args(rb, 1)
+    return job_args(rb, "bench-1")
 
 
 def run_job(
@@ -232,12 +237,33 @@ def run_job(
     return last, sampler, wall
 
 
+def run_demo() -> dict[str, Any]:
+    """``scripts/demo.py`` as ``make demo`` runs it; its last line is its phases' JSON."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JBOD_")}
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "demo.py")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"the demo printed no timing line (exit {p.returncode})")
+    out: dict[str, Any] = json.loads(lines[-1])
+    if not out.get("demo_ok") or p.returncode != 0:
+        raise RuntimeError(f"the demo failed (exit {p.returncode}): {p.stdout[-2000:]}")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_SIZE} instead of {FULL_SIZE}")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--band-pp", type=float, default=2.0, help="accepted disk spread, points")
     ap.add_argument("--keep", default="", help="write the snapshot and plan here and keep them")
+    ap.add_argument("--demo", action="store_true", help="also time the demo story by phase")
     args = ap.parse_args()
     nb, nd, nr = QUICK_SIZE if args.quick else FULL_SIZE
     band = args.band_pp / 100.0
@@ -291,6 +317,7 @@ def main() -> int:
             ClusterSnapshot.model_validate_json(snap_path.read_text()), band, threshold
         )
 
+    demo = run_demo() if args.demo else None
     wall = write_s + job_wall
     result = {
         "bench": "rebalance",
@@ -310,6 +337,7 @@ def main() -> int:
         "job_peak_rss_mb_by_kind": {k: round(v / 2**20) for k, v in sampler.peak_by_kind.items()},
         **ours,
         "greedy": greedy,
+        **(demo or {}),
         "loadavg_start": [round(x, 2) for x in load_start],
         "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "cores": os.cpu_count(),

@@ -25,6 +25,7 @@ import os
 import sys
 import timeit
 from collections.abc import Callable
+from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -74,9 +75,9 @@ def main() -> None:
         leader: list[float] = []
         follower: list[float] = []
         for _ in range(args.repeat):
-            leader.append(best_us(lambda b=batch: validate_batches(b), number, 1))
+            leader.append(best_us(partial(validate_batches, batch), number, 1))
             follower.append(
-                best_us(lambda b=batch: validate_batches(b, check_records=False), number, 1)
+                best_us(partial(validate_batches, batch, check_records=False), number, 1)
             )
         lead, follow = min(leader), min(follower)
         result[name] = {
