@@ -633,6 +633,6 @@ def test_upgrade_keeps_the_generated_token_and_uninstall_keeps_the_crds(installe
     assert "kept due to the resource policy" in out, out
     assert env.cluster.kubectl("get", "deployment", FULLNAME, "-n", RELEASE_NS).returncode != 0
     crds = env.get("crd", "-l", f"app.kubernetes.io/instance={RELEASE}")["items"]
-    assert len(crds) == 4
+    assert len(crds) == 5
     # The custom resources outlive the release with their CRDs.
     assert kube.get("topic", "orders") is not None
