@@ -610,3 +610,27 @@ def test_advance_high_watermark_reads_the_end_of_the_log_holding_the_data(
     assert not source.advance_high_watermark(3) and future.high_watermark == 4
     assert source.advance_high_watermark() and future.high_watermark == 5
     assert not future.advance_high_watermark() and future.high_watermark == 5
+
+
+def test_the_log_map_keeps_its_per_dir_counts_in_step() -> None:
+    """Placement reads each dir's replica count from the map's counter (not a pass over the
+    map): every mutation the manager uses keeps it in step, the others are refused."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from jbod_broker.storage.log_manager import _LogMap
+
+    m = _LogMap()
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    in_x, in_y = cast(Any, SimpleNamespace(log_dir="/x")), cast(Any, SimpleNamespace(log_dir="/y"))
+    m[a] = in_x
+    m[b] = in_x
+    m[a] = in_y  # replaced: counted once, in its new dir
+    assert (m.per_dir["/x"], m.per_dir["/y"]) == (1, 1)
+    del m[b]
+    assert m.pop(a) is in_y and m.pop(a) is None
+    assert (m.per_dir["/x"], m.per_dir["/y"]) == (0, 0)
+    for refused in (m.clear, m.popitem, lambda: m.update({a: in_x}), lambda: m.setdefault(a, in_x)):
+        with pytest.raises(TypeError, match="per-dir counts"):
+            refused()
+    assert not m

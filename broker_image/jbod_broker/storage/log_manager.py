@@ -155,7 +155,8 @@ class _LogMap(dict[TopicPartition, Log]):
         return lg
 
     def _refused(self, *args: object, **kwargs: object) -> NoReturn:
-        raise NotImplementedError("_LogMap keeps per-dir counts: use [], del or pop")
+        # A guard, not a gap: these would change the map without the per-dir counts.
+        raise TypeError("_LogMap keeps per-dir counts: change it with [], del or pop only")
 
     update = setdefault = popitem = clear = __ior__ = _refused
 
