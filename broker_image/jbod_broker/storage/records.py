@@ -723,8 +723,17 @@ def validate_batches(
                 header = _make_header(f)
                 if check_records:
                     # One batch of at most max_batch_bytes: a bytearray body is copied once.
-                    whole = _whole_bytes(buf)
-                    _walk_batch(whole if whole is not None else bytes(buf), 0, n, header, None)
+                    data = buf if type(buf) is bytes else bytes(buf)
+                    if f[5] & _COMPRESSION_MASK == NONE:
+                        # _walk_batch written out for the common case: this runs on every
+                        # produce, and its two helper frames cost 1.4k of the 6.8k instructions
+                        # the walk adds to a 16 x 1 KiB batch (cachegrind, compiled reader).
+                        try:
+                            walk_records(data, BATCH_HEADER_SIZE, n, f[12], None)
+                        except (CorruptRecordError, IndexError) as exc:
+                            raise _walk_error(exc, 0) from None
+                    else:
+                        _walk_batch(data, 0, n, header, None)
                 return [header]
     _, headers, error = _scan(buf, 0, max_batch_bytes, check_records)
     if error is not None:
@@ -820,10 +829,16 @@ def _walk_batch(
         )
     try:
         walk_records(data, start, end, header.records_count, out)
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(f"batch at position {where}: {exc}") from None
-    except IndexError:
-        raise CorruptRecordError(f"batch at position {where}: truncated record") from None
+    except (CorruptRecordError, IndexError) as exc:
+        raise _walk_error(exc, where) from None
+
+
+def _walk_error(exc: CorruptRecordError | IndexError, where: int) -> CorruptRecordError:
+    """The reader's complaint about the batch at ``where``; an ``IndexError`` is a record
+    that ran past the data (see :func:`walk_records`)."""
+    if isinstance(exc, IndexError):
+        return CorruptRecordError(f"batch at position {where}: truncated record")
+    return CorruptRecordError(f"batch at position {where}: {exc}")
 
 
 def decode_batch(
