@@ -10,7 +10,10 @@
 - a log and a log manager hold many more segments and replicas than descriptors, with the
   process's real limit lowered for the test;
 - a creation refused for the shortage leaves nothing on disk, and LeaderAndIsr refuses just
-  that partition, saying why.
+  that partition, saying why;
+- the active segment's lease: appends after the first touch the set no more; the lease ends
+  when the segment rolls, closes, is deleted or its disk fails, and the budget takes it back
+  when it needs room and the log is not busy, still refusing past capacity when it is.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import errno
 import os
 import resource
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -50,6 +54,7 @@ from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition, log_dir_name
 from jbod_broker.storage.records import build_batch, iter_batches
+from jbod_broker.storage.segment import LogSegment
 
 TP = TopicPartition("t", 0)
 
@@ -478,3 +483,174 @@ def test_leader_and_isr_refuses_only_the_partition_it_cannot_create(
     assert TopicPartition("t", 1) not in rm.partitions
     assert not any(os.path.exists(os.path.join(d, "t-1")) for d in cfg.log_dirs)
     lm.shutdown()
+
+
+# -- the active segment's lease ---------------------------------------------------------------
+
+
+class _CountingHandles(FileHandles):
+    """Counts the pins taken, leases included: appends on a lease take none."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity)
+        self.acquires = 0
+
+    def acquire(self, owner: object, path: str, *, create: bool = False) -> int:
+        self.acquires += 1
+        return super().acquire(owner, path, create=create)
+
+
+def _fds_of(paths: list[str]) -> int:
+    """How many of this process's descriptors are open on one of ``paths``."""
+    targets = {os.path.realpath(p) for p in paths}
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}") in targets
+        except OSError:
+            continue
+    return n
+
+
+class _Holder:
+    """Holds locks in another thread until told to let go (a log busy elsewhere)."""
+
+    def __init__(self, *locks: threading.RLock) -> None:
+        self._held = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(locks,), daemon=True)
+        self._thread.start()
+        assert self._held.wait(10)
+
+    def _run(self, locks: tuple[threading.RLock, ...]) -> None:
+        for lock in locks:
+            lock.acquire()
+        self._held.set()
+        self._done.wait(10)
+        for lock in locks:
+            lock.release()
+
+    def let_go(self) -> None:
+        self._done.set()
+        self._thread.join(10)
+
+
+def _log(tmp_path: Path, name: str, handles: FileHandles, **cfg: int) -> Log:
+    return Log.create(
+        str(tmp_path / name),
+        TopicPartition(name.split("-")[0], 0),
+        LogConfig(**cfg),
+        LogDirFailureChannel(),
+        log_dir=str(tmp_path),
+        handles=handles,
+    )
+
+
+def test_appends_to_the_active_segment_write_through_a_lease(tmp_path: Path) -> None:
+    """The hot path: no pin, no LRU touch, no reopen per append (it used to take both)."""
+    handles = _CountingHandles(4)
+    lg = _log(tmp_path, "t-0", handles)
+    lg.append_as_leader(_batch(0), 0)
+    assert lg.active.leased
+    acquires, opens = handles.acquires, handles.opens
+    for i in range(1, 20):
+        lg.append_as_leader(_batch(i), 0)
+    assert handles.acquires == acquires and handles.opens == opens
+    assert lg.read(0, 1 << 20).data.count(b"value-19") == 1
+    lg.close()
+    assert handles.open_count == 0
+
+
+def test_a_roll_ends_the_lease_and_the_sealed_handle_may_go(tmp_path: Path) -> None:
+    handles = FileHandles(4)
+    lg = _log(tmp_path, "t-0", handles, segment_bytes=200)
+    while len(lg.segments) < 2:
+        lg.append_as_leader(_batch(len(lg.segments)), 0)
+    lg.append_as_leader(_batch(9), 0)
+    old, new = lg.segments
+    assert not old.leased and new.leased
+    busy = _Holder(lg.lock)  # the log is busy elsewhere: only the idle, sealed one may go
+    try:
+        assert handles.close_idle() == 1
+        assert _fds_of([old.log_path]) == 0 and _fds_of([new.log_path]) == 1
+    finally:
+        busy.let_go()
+    assert lg.read(0, 1 << 20).data  # the sealed one reopens to be read
+    lg.close()
+
+
+def test_a_lease_ends_when_the_segment_closes_or_is_deleted(tmp_path: Path) -> None:
+    handles = FileHandles(4)
+    lg = _log(tmp_path, "t-0", handles)
+    lg.append_as_leader(_batch(0), 0)
+    seg = lg.active
+    path = seg.log_path
+    assert seg.leased and _fds_of([path]) == 1
+    lg.close()
+    assert not seg.leased and _fds_of([path]) == 0 and handles.open_count == 0
+
+    lg = _log(tmp_path, "u-0", handles)
+    lg.append_as_leader(_batch(0), 0)
+    seg = lg.active
+    path = seg.log_path
+    lg.truncate_fully_and_start_at(5)  # deletes the leased segment
+    assert not os.path.exists(path) and _fds_of([path]) == 0 and not seg.leased
+    lg.append_as_leader(_batch(1), 0)
+    assert lg.active.leased and lg.log_end_offset == 6
+    lg.close()
+    assert handles.open_count == 0
+
+
+def test_a_failed_disk_releases_the_leased_handle(tmp_path: Path) -> None:
+    handles = FileHandles(16)
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    lm = LogManager(dirs, broker_id=0, handles=handles)
+    lm.startup()
+    lm.set_preferred_dir(TP, dirs[0])
+    lg = lm.get_or_create_log(TP, is_new=True)
+    lg.append_as_leader(_batch(0), 0)
+    seg = lg.active
+    assert seg.leased and _fds_of([seg.log_path]) == 1
+    lm.channel.mark_offline(dirs[0], "test: disk pulled")
+    assert not seg.leased and _fds_of([seg.log_path]) == 0
+    assert handles.open_count == 0
+    lm.shutdown()
+
+
+def test_the_budget_takes_back_an_idle_lease_and_refuses_past_capacity(tmp_path: Path) -> None:
+    handles = FileHandles(2)
+    a = _log(tmp_path, "a-0", handles)
+    b = _log(tmp_path, "b-0", handles)
+    a.append_as_leader(_batch(0), 0)
+    b.append_as_leader(_batch(0), 0)
+    assert a.active.leased and b.active.leased and handles.open_count == 2
+    # Both logs busy elsewhere (mid-append): their leases stay, and a third file is refused.
+    busy = _Holder(a.lock, b.lock)
+    try:
+        with pytest.raises(ResourceShortageError, match="all 2 log file handles"):
+            _log(tmp_path, "c-0", handles)
+        assert a.active.leased and b.active.leased and handles.open_count == 2
+    finally:
+        busy.let_go()
+    assert not (tmp_path / "c-0").exists()  # nothing half-made
+    # Not busy: the oldest lease is given back and its handle closed to make room.
+    c = _log(tmp_path, "c-0", handles)
+    assert not a.active.leased and b.active.leased and handles.open_count <= 2
+    c.append_as_leader(_batch(0), 0)
+    assert a.append_as_leader(_batch(1), 0).first_offset == 1  # leases again, by its path
+    assert a.active.leased and handles.open_count <= 2
+    assert a.read(0, 1 << 20).data.count(b"value-") == 2
+    for lg in (a, b, c):
+        lg.close()
+    assert handles.open_count == 0
+
+
+def test_a_segment_without_its_logs_lock_pins_per_append(tmp_path: Path) -> None:
+    """Tools and tests that make a segment alone: no lease (nothing could take it back)."""
+    handles = FileHandles(2)
+    seg = LogSegment(str(tmp_path), 0, handles, create=True)
+    data = _batch(0)
+    seg.append(data, [(0, len(data), -1)])
+    assert not seg.leased and handles.close_idle() == 1
+    assert seg.read_bytes(0, len(data)) == data
+    seg.close()

@@ -21,8 +21,19 @@ after the idle handles were closed: the process's shortage, never the disk's.
 :func:`raise_open_file_limit` raises the soft limit to the hard one at start-up (as Kafka's
 packaging asks of its operators) and says what the budget is.
 
+An active segment takes its handle on a *lease* (:meth:`FileHandles.lease`) instead of a pin
+per call: appends come one after another, and a pin and an LRU touch on each cost as much as
+the rest of the storage append (docs/benchmarks.md, "Record validation made cheap"). A lease is
+a pin that its owner gives back when the segment stops being active (a roll), is closed or
+deleted (a failed disk's logs are closed), and that the budget takes back when it needs room
+and no handle is idle: the owner's ``give_back`` says whether it could let go now (the segment
+takes its log's lock without waiting; a log in the middle of an append keeps its lease). So a
+leased handle still counts in the budget, and the replicas a broker holds stay bounded by disk,
+not by descriptors.
+
 Thread-safety: :class:`FileHandles` is thread-safe; a handle in use (between
-:meth:`FileHandles.acquire` and :meth:`FileHandles.release`) is never closed under its user.
+:meth:`FileHandles.acquire` and :meth:`FileHandles.release`, or leased and not given back) is
+never closed under its user.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ import os
 import resource
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import ResourceShortageError
@@ -111,12 +123,14 @@ def open_file_count() -> int:
 
 
 class _Handle:
-    __slots__ = ("doomed", "fd", "pins")
+    __slots__ = ("doomed", "fd", "give_back", "pins")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.pins = 1
         self.doomed = False
+        self.give_back: Callable[[], bool] | None = None
+        """Set while the handle is leased (the lease holds one of ``pins``)."""
 
 
 class FileHandles:
@@ -177,6 +191,32 @@ class FileHandles:
         os.close(mine)
         return fd
 
+    def lease(self, owner: object, path: str, give_back: Callable[[], bool]) -> int:
+        """``owner``'s descriptor, pinned until :meth:`end_lease` or :meth:`close`, or until
+        the budget, short of room, calls ``give_back`` and it returns True.
+
+        ``give_back`` runs while this set's lock is held: it must not call back into it, and
+        must not wait (the owner answers whether it can stop using the descriptor at once,
+        and forgets it if so). Leasing a handle already leased changes nothing.
+        """
+        fd = self.acquire(owner, path)
+        with self._lock:
+            h = self._open[owner]  # pinned by the acquire: still there
+            if h.give_back is None:
+                h.give_back = give_back
+                return fd
+        self.release(owner)  # leased already: that lease's pin is enough
+        return fd
+
+    def end_lease(self, owner: object) -> None:
+        """Give ``owner``'s lease back (its handle becomes idle, most recently used)."""
+        with self._lock:
+            h = self._open.get(owner)
+            if h is None or h.give_back is None:
+                return
+            h.give_back = None
+        self.release(owner)
+
     def release(self, owner: object) -> None:
         """Unpin ``owner``'s handle (it stays open, most recently used, until evicted)."""
         with self._lock:
@@ -191,11 +231,14 @@ class FileHandles:
 
     def close(self, owner: object) -> None:
         """Close ``owner``'s descriptor now (its file is closed, deleted or on a failed disk);
-        if it is in use, as soon as the last user releases it."""
+        if it is in use, as soon as the last user releases it. A lease ends here."""
         with self._lock:
             h = self._open.get(owner)
             if h is None:
                 return
+            if h.give_back is not None:
+                h.give_back = None
+                h.pins -= 1
             if h.pins > 0:
                 h.doomed = True
                 return
@@ -203,21 +246,37 @@ class FileHandles:
         _close_all([h.fd])
 
     def close_idle(self) -> int:
-        """Close every handle not in use; returns how many were closed."""
+        """Close every handle not in use (leases given back where their owners can); returns
+        how many were closed."""
         with self._lock:
+            for h in self._open.values():
+                self._take_back_locked(h)
             idle = [k for k, h in self._open.items() if h.pins == 0]
             fds = [self._open.pop(k).fd for k in idle]
         _close_all(fds)
         return len(fds)
 
+    @staticmethod
+    def _take_back_locked(h: _Handle) -> bool:
+        """End ``h``'s lease if its owner can let go now and nothing else pins it."""
+        give_back = h.give_back
+        if give_back is None or h.pins != 1 or not give_back():
+            return False
+        h.give_back = None
+        h.pins = 0
+        return True
+
     def _make_room_locked(self) -> list[int]:
-        """Take idle handles out, oldest first, until one more fits; their descriptors are
-        closed by the caller outside the lock. All in use: the hard budget refuses."""
+        """Take idle handles out, oldest first, until one more fits; with none idle, the
+        oldest lease its owner can give back. Their descriptors are closed by the caller
+        outside the lock. All in use: the hard budget refuses."""
         victims: list[int] = []
         while len(self._open) + self._opening >= self.capacity:
             idle = next((k for k, h in self._open.items() if h.pins == 0), None)
             if idle is None:
-                break
+                idle = next((k for k, h in self._open.items() if self._take_back_locked(h)), None)
+                if idle is None:
+                    break
             victims.append(self._open.pop(idle).fd)
         else:
             return victims

@@ -312,6 +312,7 @@ class Log:
                 base,
                 self.handles,
                 index_interval_bytes=self.config.index_interval_bytes,
+                lock=self.lock,
             )
             nxt = bases[i + 1] if i + 1 < len(bases) else None
             if not recovering and not clean_shutdown and (nxt is None or nxt > recovery_point):
@@ -435,6 +436,7 @@ class Log:
             self.handles,
             create=True,
             index_interval_bytes=self.config.index_interval_bytes,
+            lock=self.lock,
         )
         if seg.size:
             # A leftover file at this base offset (a crash mid-roll): start it afresh.
@@ -497,6 +499,7 @@ class Log:
             return old
         new = self._add_segment(leo)
         new.created_ms = now
+        old.end_lease()  # sealed: read now and then, its handle may go when idle
         return new
 
     @_follows_successor
@@ -918,6 +921,7 @@ class Log:
                 base_offset,
                 self.handles,
                 index_interval_bytes=self.config.index_interval_bytes,
+                lock=self.lock,
             )
             seg.load()
             self._append_segment(seg)

@@ -8,12 +8,19 @@ The ``.log`` descriptor is not the segment's own (issue 14): it comes from the b
 :class:`~.handles.FileHandles`, pinned for each call and released after it, so an idle segment
 may have it closed and gets it back (by its current path) on its next use. The indexes open
 their files only when they read or write them.
+
+Appends, the hot path, take the handle on a lease instead (given ``lock``, the owning log's):
+the first append leases it and the next ones write through it with no pin or LRU touch. The
+lease ends when the segment is rolled (:meth:`LogSegment.end_lease`), closed or deleted, or when
+the budget needs the room and the log's lock is free (:meth:`LogSegment._give_back_lease`), so
+an idle replica still holds no descriptor for long.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -48,13 +55,19 @@ class LogSegment:
         create: bool = False,
         index_interval_bytes: int = 4096,
         created_ms: int | None = None,
+        lock: threading.RLock | None = None,
     ) -> None:
         """Open segment ``base_offset`` of ``dir_path``; ``create`` makes its ``.log`` if it
-        is missing (a new segment), otherwise a missing one is an error."""
+        is missing (a new segment), otherwise a missing one is an error. ``lock``: the owning
+        log's, held around every append; with it appends lease the handle (see the module's
+        doc), without it they pin it per call."""
         self.dir_path = dir_path
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self._handles = handles
+        self._lock = lock
+        self._leased_fd = -1
+        """The leased ``.log`` descriptor, -1 without a lease; read only under ``lock``."""
         self._log_path = self._path(LOG_SUFFIX)
         fd = handles.acquire(self, self._log_path, create=create)
         try:
@@ -230,13 +243,12 @@ class LogSegment:
     def append(self, data: bytes | bytearray | memoryview, metas: Sequence[BatchMeta]) -> None:
         """Append validated batches; ``metas`` describe ``data`` batch by batch, in order."""
         position = self.size
-        # The hot path: the pin written out (a context manager per append costs as much).
-        handles = self._handles
-        fd = handles.acquire(self, self._log_path)
-        try:
+        # The hot path: the leased descriptor, taken by the first append (module doc).
+        fd = self._leased_fd
+        if fd >= 0:
             pwrite_all(fd, data, position)
-        finally:
-            handles.release(self)
+        else:
+            self._write_unleased(data, position)
         # _index_batch, inlined with locals: this loop runs once per appended batch.
         interval = self.index_interval_bytes
         since = self._bytes_since_index
@@ -256,6 +268,38 @@ class LogSegment:
         self.max_timestamp = max_seen
         self.next_offset = last_offset + 1
         self.size = position
+
+    def _write_unleased(self, data: bytes | bytearray | memoryview, position: int) -> None:
+        if self._lock is not None:
+            fd = self._handles.lease(self, self._log_path, self._give_back_lease)
+            self._leased_fd = fd
+            pwrite_all(fd, data, position)
+            return
+        with self._file() as fd:
+            pwrite_all(fd, data, position)
+
+    def _give_back_lease(self) -> bool:
+        """The budget wants the leased handle back (it holds the handles' lock): let go if the
+        log is not in the middle of an operation. Its lock is taken without waiting, so this
+        never waits for a log that itself waits for the handles."""
+        lock = self._lock
+        if lock is None or not lock.acquire(blocking=False):
+            return False
+        self._leased_fd = -1
+        lock.release()
+        return True
+
+    def end_lease(self) -> None:
+        """The segment is no longer the active one (a roll): its handle becomes idle, so the
+        budget may close it while the segment is not read."""
+        if self._leased_fd >= 0:
+            self._leased_fd = -1
+            self._handles.end_lease(self)
+
+    @property
+    def leased(self) -> bool:
+        """Whether appends hold the handle on a lease (tests, metrics)."""
+        return self._leased_fd >= 0
 
     # -- reading --------------------------------------------------------------------------
 
@@ -422,7 +466,8 @@ class LogSegment:
             self.index.close(write=write)
             self.time_index.close(write=write)
         finally:
-            self._handles.close(self)
+            self._leased_fd = -1
+            self._handles.close(self)  # ends the lease too
 
     def delete(self) -> None:
         self.close(write=False)
