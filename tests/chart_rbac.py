@@ -53,7 +53,8 @@ KUBE_CLIENT_VERBS: dict[str, tuple[str, ...]] = {
 """KubeClient method -> RBAC verbs (the first is what KubeClient.calls records)."""
 
 STATUS_METHODS = frozenset({"patch_status", "write_status", "replace_status"})
-NOT_API_CALLS = frozenset({"close", "from_env"})
+NOT_API_CALLS = frozenset({"close", "from_env", "served"})
+"""Not resource requests: ``served`` reads discovery, which every authenticated user may."""
 KOPF_RESOURCE_DECORATORS = frozenset(
     {"resume", "create", "update", "delete", "field", "event", "timer", "daemon", "index"}
 )

@@ -8,15 +8,19 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 PREFIX = "JBOD_OPERATOR_"
 
 
 class SettingsError(ValueError):
     pass
+
+
+SparkMemory = Annotated[str, Field(pattern=r"^[0-9]+[kmgt]?$")]
+"""Spark's memory syntax (``spark.driver.memory``): a number and an optional k, m, g or t."""
 
 
 class RebalanceLauncher(StrEnum):
@@ -26,6 +30,21 @@ class RebalanceLauncher(StrEnum):
 
     LOCAL = "local"
     """A local process on ``local[*]`` (tests, the demo, a machine without a kubelet)."""
+    JOB = "job"
+    """A batch/v1 Job running the planning image on ``local[*]`` (Kubernetes without the Spark
+    Operator)."""
+    SPARK_APPLICATION = "sparkapplication"
+    """A SparkApplication (Kubeflow Spark Operator, ``sparkoperator.k8s.io/v1beta2``)."""
+    AUTO = "auto"
+    """SparkApplication when the API server serves the Spark Operator's CRD
+    (``sparkapplications.sparkoperator.k8s.io``), else a Job; decided on first use."""
+
+
+IN_CLUSTER_LAUNCHERS = frozenset(
+    {RebalanceLauncher.JOB, RebalanceLauncher.SPARK_APPLICATION, RebalanceLauncher.AUTO}
+)
+"""Launchers whose driver runs in a pod: the snapshot and the plan travel through a
+PersistentVolumeClaim the operator mounts at ``rebalance_work_dir``."""
 
 
 class OperatorSettings(BaseModel):
@@ -63,14 +82,42 @@ class OperatorSettings(BaseModel):
     """How often a Rebalance looks again at its planning job and its children."""
     rebalance_launcher: RebalanceLauncher = RebalanceLauncher.LOCAL
     rebalance_work_dir: str | None = None
-    """Where the local launcher keeps each job's snapshot, outputs and log (default: a
-    ``jbod-rebalance`` folder in the system's temporary directory)."""
-    rebalance_driver_memory: Annotated[str, Field(pattern=r"^[0-9]+[kmgt]?$")] = "1g"
+    """Where each job's folder is (``<namespace>/<job>/``: ``snapshot.json`` in, ``out/``
+    out). Local: default a ``jbod-rebalance`` folder in the system's temporary directory. In
+    a pod (job, sparkapplication, auto): required, the mount of ``rebalance_data_claim``."""
+    rebalance_driver_memory: SparkMemory = "1g"
     """The Spark driver's memory (spark.driver.memory) for the planning job."""
+    rebalance_data_claim: str | None = None
+    """The PersistentVolumeClaim the driver pod mounts at ``/data`` (the same volume as
+    ``rebalance_work_dir``), in the Rebalance's namespace."""
+    rebalance_image: str | None = None
+    """The planning image (Spark and ``jbod_spark``) of the Job or the SparkApplication."""
+    rebalance_image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    rebalance_service_account: str | None = None
+    """The SparkApplication driver's ServiceAccount (it creates its executor pods)."""
+    rebalance_executor_memory: SparkMemory = "1g"
+    rebalance_executors: Annotated[int, Field(ge=1, le=1000)] = 1
     log_level_name: str = "INFO"
     preferred_leader_election: bool = True
     """Return leadership to the preferred replica once it is back in the ISR (Kafka's
     auto.leader.rebalance.enable, on by default)."""
+
+    @model_validator(mode="after")
+    def _launcher_needs(self) -> OperatorSettings:
+        """A driver in a pod needs the image, the claim and where the operator mounts it;
+        a SparkApplication also the driver's ServiceAccount: said at start, not at the first
+        Rebalance."""
+        if self.rebalance_launcher not in IN_CLUSTER_LAUNCHERS:
+            return self
+        need = ["rebalance_image", "rebalance_data_claim", "rebalance_work_dir"]
+        if self.rebalance_launcher != RebalanceLauncher.JOB:
+            need.append("rebalance_service_account")
+        missing = [PREFIX + n.upper() for n in need if not getattr(self, n)]
+        if missing:
+            raise ValueError(
+                f"the {self.rebalance_launcher.value} launcher needs {', '.join(missing)}"
+            )
+        return self
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> OperatorSettings:

@@ -1,7 +1,9 @@
 """The SparkApplication (Kubeflow Spark Operator, ``sparkoperator.k8s.io/v1beta2``) that runs
-the planner on Kubernetes. :func:`render_spark_application` is the source of truth;
-``spark_apps/k8s/sparkapplication.yaml`` is the same manifest with ``${VARIABLE}`` placeholders
-(for ``envsubst``), kept equal by a test.
+the planner on Kubernetes, for a run by hand. The manifest is the operator's typed model
+(``jbod_operator.models.spark_application.build_spark_application``, which a Rebalance's
+planning job is built with too): one source for the operator, this command, the chart's
+template and ``spark_apps/k8s/sparkapplication.yaml`` (the same manifest with ``${VARIABLE}``
+placeholders, for ``envsubst``), the last two kept equal to it by tests.
 
 The snapshot and plan locations are paths on a PersistentVolumeClaim mounted at ``/data`` in
 the driver (and executors): the collector writes the snapshot there, the job writes the plan.
@@ -14,9 +16,14 @@ import json
 import sys
 from typing import Any
 
-SPARK_VERSION = "4.1.1"
-MAIN_FILE = "local:///opt/jbod/spark/main.py"
-DATA_MOUNT = "/data"
+from jbod_operator.models.spark_application import (
+    DATA_MOUNT,
+    MAIN_FILE,
+    SPARK_VERSION,
+    build_spark_application,
+)
+
+__all__ = ["DATA_MOUNT", "MAIN_FILE", "SPARK_VERSION", "TEMPLATE_VARS", "render_spark_application"]
 
 # placeholder name -> (render_spark_application parameter, default)
 TEMPLATE_VARS: dict[str, tuple[str, str]] = {
@@ -50,55 +57,23 @@ def render_spark_application(
     extra_args: list[str] | None = None,
     main_application_file: str = MAIN_FILE,
 ) -> dict[str, Any]:
-    volume_mounts = [{"name": "data", "mountPath": DATA_MOUNT}]
-    labels = {"app.kubernetes.io/name": "jbod-plan", "app.kubernetes.io/part-of": "jbod-operator"}
-    return {
-        "apiVersion": "sparkoperator.k8s.io/v1beta2",
-        "kind": "SparkApplication",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {
-            "type": "Python",
-            "pythonVersion": "3",
-            "mode": "cluster",
-            "image": image,
-            "imagePullPolicy": "IfNotPresent",
-            "mainApplicationFile": main_application_file,
-            # --master "": keep the master the operator's spark-submit set
-            "arguments": [
-                "--snapshot",
-                snapshot,
-                "--out",
-                out,
-                "--mode",
-                mode,
-                "--master",
-                "",
-                *(extra_args or []),
-            ],
-            "sparkVersion": SPARK_VERSION,
-            "sparkConf": {
-                "spark.sql.execution.arrow.pyspark.enabled": "true",
-                "spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
-                "spark.ui.showConsoleProgress": "false",
-            },
-            "restartPolicy": {"type": "Never"},
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": data_claim}}],
-            "driver": {
-                "cores": 1,
-                "memory": driver_memory,
-                "serviceAccount": service_account,
-                "labels": labels,
-                "volumeMounts": volume_mounts,
-            },
-            "executor": {
-                "cores": 1,
-                "instances": int(executors),
-                "memory": executor_memory,
-                "labels": labels,
-                "volumeMounts": volume_mounts,
-            },
-        },
-    }
+    """The manifest :func:`build_spark_application` (the operator's model, which a Rebalance's
+    SparkApplication is built with too) renders for a run by hand: ``--mode`` and
+    ``extra_args`` are the job's arguments."""
+    return build_spark_application(
+        name=name,
+        namespace=namespace,
+        image=image,
+        service_account=service_account,
+        data_claim=data_claim,
+        snapshot=snapshot,
+        out=out,
+        job_args=["--mode", mode, *(extra_args or [])],
+        driver_memory=driver_memory,
+        executor_memory=executor_memory,
+        executors=int(executors),
+        main_application_file=main_application_file,
+    ).dump()
 
 
 def main(argv: list[str] | None = None) -> int:

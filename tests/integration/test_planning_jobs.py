@@ -1,6 +1,7 @@
-"""The local launcher of a Rebalance's planning job (``clients.planning_jobs.LocalLauncher``)
-with real processes: a stand-in driver (a script given as the launcher's python) that writes
-the job's outputs, fails, or runs until it is stopped; the real Spark job is the e2e's."""
+"""The launcher of a Rebalance's planning job (``clients.planning_jobs.PlanningJobs``) with the
+local driver and real processes: a stand-in driver (a script given as the driver's python) that
+writes the job's outputs, fails, or runs until it is stopped; the real Spark job is the e2e's.
+The drivers in pods (Job, SparkApplication) are ``test_planning_jobs_kube.py``'s."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jbod_operator.clients.planning_jobs import LocalLauncher
+from jbod_operator.clients.planning_jobs import JobRef, LocalDriver, PlanningJobs
 from jbod_operator.plan.rebalance import JobState
 
 pytestmark = pytest.mark.integration
@@ -27,12 +28,15 @@ esac
 """
 
 
+JOB = JobRef("ns", "rb-1")
+
+
 @pytest.fixture
-def launcher(tmp_path: Path) -> LocalLauncher:
+def launcher(tmp_path: Path) -> PlanningJobs:
     driver = tmp_path / "driver.sh"
     driver.write_text(DRIVER)
     driver.chmod(driver.stat().st_mode | stat.S_IXUSR)
-    return LocalLauncher(tmp_path / "jobs", python=str(driver))
+    return PlanningJobs(tmp_path / "jobs", LocalDriver(python=str(driver)))
 
 
 def alive(pid: int) -> bool:
@@ -44,44 +48,47 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-async def ended(launcher: LocalLauncher, job: str) -> JobState:
-    proc = launcher._procs[job]
+async def ended(launcher: PlanningJobs, job: JobRef) -> JobState:
+    assert isinstance(launcher.driver, LocalDriver)
+    proc = launcher.driver.process(job)
+    assert proc is not None
     await proc.wait()
     return (await launcher.state(job)).state
 
 
 async def test_a_job_that_wrote_its_report_succeeded_and_its_outputs_are_read(
-    launcher: LocalLauncher,
+    launcher: PlanningJobs,
 ) -> None:
-    await launcher.start("rb-1", b"ok", ["--mode", "dirs-only"])
-    assert await ended(launcher, "rb-1") == JobState.SUCCEEDED  # exit 2: a plan all the same
-    out = await launcher.outputs("rb-1")
+    await launcher.start(JOB, b"ok", ["--mode", "dirs-only"])
+    assert await ended(launcher, JOB) == JobState.SUCCEEDED  # exit 2: a plan all the same
+    out = await launcher.outputs(JOB)
     assert out == {"report.json": b'{"plan": 1}\n', "manifests.json": b"{}\n"}
-    log = (launcher.work_dir / "rb-1" / "driver.log").read_text()
+    assert (launcher.work_dir / "ns" / "rb-1" / "snapshot.json").read_bytes() == b"ok"
+    log = (launcher.job_dir(JOB) / "driver.log").read_text()
     assert "--mode dirs-only --master local[*] --driver-memory 1g" in log
-    await launcher.cleanup("rb-1")
-    assert not (launcher.work_dir / "rb-1").exists()
-    assert (await launcher.state("rb-1")).state == JobState.UNKNOWN
+    await launcher.cleanup(JOB)
+    assert not (launcher.job_dir(JOB)).exists()
+    assert (await launcher.state(JOB)).state == JobState.UNKNOWN
 
 
-async def test_a_failed_job_says_why_from_its_log(launcher: LocalLauncher) -> None:
-    await launcher.start("rb-1", b"fail", [])
-    assert await ended(launcher, "rb-1") == JobState.FAILED
-    view = await launcher.state("rb-1")
+async def test_a_failed_job_says_why_from_its_log(launcher: PlanningJobs) -> None:
+    await launcher.start(JOB, b"fail", [])
+    assert await ended(launcher, JOB) == JobState.FAILED
+    view = await launcher.state(JOB)
     assert view.message.startswith("exit 1: ") and "OutOfMemoryError" in view.message
 
 
-async def test_cleanup_stops_a_running_job_and_its_children(launcher: LocalLauncher) -> None:
-    await launcher.start("rb-1", b"hang", [])
-    pid_file = launcher.work_dir / "rb-1" / "pid"
+async def test_cleanup_stops_a_running_job_and_its_children(launcher: PlanningJobs) -> None:
+    await launcher.start(JOB, b"hang", [])
+    pid_file = launcher.job_dir(JOB) / "pid"
     while not pid_file.exists():
         await asyncio.sleep(0.05)
-    assert (await launcher.state("rb-1")).state == JobState.RUNNING
+    assert (await launcher.state(JOB)).state == JobState.RUNNING
     pid = int(pid_file.read_text())
-    await launcher.cleanup("rb-1")
+    await launcher.cleanup(JOB)
     assert not alive(pid)  # the driver's own child (Spark's JVM) went with the group
-    assert (await launcher.state("rb-1")).state == JobState.UNKNOWN
+    assert (await launcher.state(JOB)).state == JobState.UNKNOWN
 
 
-async def test_a_job_unknown_to_the_launcher_is_unknown(launcher: LocalLauncher) -> None:
-    assert (await launcher.state("never")).state == JobState.UNKNOWN
+async def test_a_job_unknown_to_the_launcher_is_unknown(launcher: PlanningJobs) -> None:
+    assert (await launcher.state(JobRef("ns", "never"))).state == JobState.UNKNOWN

@@ -648,6 +648,41 @@ def test_spark_rbac_without_the_spark_operator_and_the_application_with_it() -> 
     assert "serviceAccount" not in app["spec"]["executor"]
 
 
+def test_spark_enabled_lets_the_operator_launch_planning_jobs_in_pods() -> None:
+    """The operator's launcher settings come from the same values as the template (image,
+    driver ServiceAccount, claim, memory), and it mounts the claim where its settings say the
+    jobs' folders are; without spark.enabled it keeps the local launcher and mounts nothing."""
+    values = {
+        "spark": {
+            "enabled": True,
+            "launcher": "job",
+            "image": {"repository": "reg/spark", "tag": "x", "pullPolicy": "Always"},
+            "data": {"claimName": "plans"},
+            "driver": {"memory": "2G"},
+            "executor": {"instances": 3, "memory": "3g"},
+        }
+    }
+    docs = render(values)
+    settings = load_settings(env_of(docs))
+    assert settings.rebalance_launcher == "job"
+    assert settings.rebalance_image == "reg/spark:x"
+    assert settings.rebalance_image_pull_policy == "Always"
+    assert settings.rebalance_service_account == f"{FULLNAME}-spark"
+    assert settings.rebalance_data_claim == "plans"
+    assert settings.rebalance_driver_memory == "2g"
+    assert (settings.rebalance_executor_memory, settings.rebalance_executors) == ("3g", 3)
+    c = container(docs)
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    assert mounts["plans"] == settings.rebalance_work_dir
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    claims = {v["name"]: v.get("persistentVolumeClaim") for v in pod["volumes"]}
+    assert claims["plans"] == {"claimName": "plans"}
+    assert load_settings(env_of(render({"spark": {"enabled": True}}))).rebalance_launcher == "auto"
+    off = render()
+    assert load_settings(env_of(off)).rebalance_launcher == "local"
+    assert {m["name"] for m in container(off)["volumeMounts"]} == {"tmp"}
+
+
 def test_spark_application_runs_the_job_as_jbod_spark_builds_it() -> None:
     """Same manifest as jbod_spark.k8s.render_spark_application (the job's source of truth),
     for the same parameters; only names, image and labels are the chart's."""

@@ -151,6 +151,15 @@ the resources it serves. tests/unit/test_chart_templates.py compares them with t
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["create", "patch"]
+# A Rebalance's planning job: a SparkApplication where the Spark Operator serves its API, else a
+# batch/v1 Job (JBOD_OPERATOR_REBALANCE_LAUNCHER), in the Rebalance's namespace and owned by it;
+# created, followed (get) and deleted once its plan is read or the Rebalance stops.
+- apiGroups: ["sparkoperator.k8s.io"]
+  resources: ["sparkapplications"]
+  verbs: ["get", "create", "delete"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "create", "delete"]
 # Each cluster's token Secret: read, and created once when missing.
 - apiGroups: [""]
   resources: ["secrets"]

@@ -22,6 +22,8 @@ from urllib.parse import quote
 import aiohttp
 import yaml
 
+from ..models.spark_application import SPARK_GROUP
+
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
@@ -63,6 +65,8 @@ TOPICS = Resource("jbod.io", "v1alpha1", "topics", "Topic")
 LOG_DIR_MOVES = Resource("jbod.io", "v1alpha1", "logdirmoves", "LogDirMove")
 REASSIGNMENTS = Resource("jbod.io", "v1alpha1", "partitionreassignments", "PartitionReassignment")
 REBALANCES = Resource("jbod.io", "v1alpha1", "rebalances", "Rebalance")
+JOBS = Resource("batch", "v1", "jobs", "Job")
+SPARK_APPLICATIONS = Resource(SPARK_GROUP, "v1beta2", "sparkapplications", "SparkApplication")
 BY_KIND = {
     r.kind: r
     for r in (
@@ -80,6 +84,8 @@ BY_KIND = {
         LOG_DIR_MOVES,
         REASSIGNMENTS,
         REBALANCES,
+        JOBS,
+        SPARK_APPLICATIONS,
     )
 }
 
@@ -228,6 +234,19 @@ class KubeClient:
                         resp.status, "", raw[:300].decode(errors="replace"), method, path
                     ) from None
             return json.loads(raw) if raw else None
+
+    async def served(self, res: Resource) -> bool:
+        """Whether the API server serves ``res`` (discovery of its group version, which every
+        authenticated user may read: no RBAC rule, so not recorded in ``calls``)."""
+        base = f"/apis/{res.group}/{res.version}" if res.group else f"/api/{res.version}"
+        async with self.session.get(self.creds.server + base) as resp:
+            if resp.status == 404:
+                return False
+            raw = await resp.read()
+            if resp.status >= 400:
+                raise ApiError(resp.status, "", raw[:300].decode(errors="replace"), "GET", base)
+        listed = json.loads(raw).get("resources") or []
+        return any(r.get("name") == res.plural for r in listed)
 
     async def get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
         try:

@@ -42,7 +42,7 @@ class Ctx:
 
     def launcher(self) -> JobLauncher:
         if self.planning is None:
-            self.planning = make_launcher(self.settings)
+            self.planning = make_launcher(self.settings, self.kube)
         return self.planning
 
     def lock(self, body: Any) -> asyncio.Lock:

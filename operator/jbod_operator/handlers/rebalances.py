@@ -33,7 +33,7 @@ from ..clients.kube import (
     ApiError,
     KubeClient,
 )
-from ..clients.planning_jobs import JobLauncher
+from ..clients.planning_jobs import JobLauncher, JobRef
 from ..models import Rebalance
 from ..models.plan_report import PlanReport
 from ..models.rebalance import CHILD_LABEL, COMMAND_ANNOTATION, RebalancePhase
@@ -76,6 +76,11 @@ def owner_reference(rb: Rebalance) -> dict[str, Any]:
         "uid": rb.metadata.uid,
         "controller": True,
     }
+
+
+def job_ref(rb: Rebalance, job: str) -> JobRef:
+    """Planning job ``job`` of ``rb``: in its namespace, owned by it."""
+    return JobRef(rb.metadata.namespace or "default", job, owner_reference(rb))
 
 
 async def _snapshot(
@@ -149,10 +154,10 @@ async def observe(
         "fingerprint": rp.cluster_fingerprint(seen.bc, seen.topics),
     }
     if phase == Phase.PENDING_PROPOSAL and st is not None and st.job:
-        job = await launcher.state(st.job)
+        job = await launcher.state(job_ref(rb, st.job))
         obs["job"] = job
         if job.state == rp.JobState.SUCCEEDED:
-            seen.outputs = await launcher.outputs(st.job)
+            seen.outputs = await launcher.outputs(job_ref(rb, st.job))
             obs["report"], obs["waves"] = await _read_proposal(pool, ns, rb, seen)
             obs["unplaced"] = tuple((seen.waves_doc or {}).get("unplaced") or ())
     if phase in (Phase.PROPOSAL_READY, Phase.REBALANCING) and st and st.proposal_config_map:
@@ -223,7 +228,7 @@ class _Acts:
             if isinstance(a, rp.StartPlanning):
                 await self._start(a)
             elif isinstance(a, rp.CancelJob | rp.CleanupJob):
-                await self.launcher.cleanup(a.job)
+                await self.launcher.cleanup(job_ref(self.rb, a.job))
             elif isinstance(a, rp.WriteProposal):
                 await self._write_proposal(a)
             elif isinstance(a, rp.CreateChildren):
@@ -235,7 +240,9 @@ class _Acts:
         assert self.seen.bc is not None
         snap = await _snapshot(self.pool, self.ns, self.rb, self.seen.bc, self.seen.topics)
         await self.launcher.start(
-            a.job, snap.model_dump_json(by_alias=True).encode(), rp.job_args(self.rb, a.job)
+            job_ref(self.rb, a.job),
+            snap.model_dump_json(by_alias=True).encode(),
+            rp.job_args(self.rb, a.job),
         )
 
     async def _write_proposal(self, a: rp.WriteProposal) -> None:
@@ -344,5 +351,5 @@ async def follow(ctx: Ctx, body: kopf.Body, stopped: kopf.DaemonStopped, interva
     fresh = await ctx.kube.get(REBALANCES, body["metadata"]["namespace"], body["metadata"]["name"])
     job = ((fresh or {}).get("status") or status).get("job")
     if job and (fresh is None or fresh["metadata"].get("deletionTimestamp")):
-        await ctx.launcher().cleanup(job)
+        await ctx.launcher().cleanup(JobRef(body["metadata"]["namespace"], job))
     ctx.forget(body)
