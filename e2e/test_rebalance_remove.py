@@ -159,6 +159,68 @@ async def test_remove_brokers_empties_the_broker_and_then_the_scale_down_goes_ah
     await check(sc, tps, prod)
 
 
+@pytest.mark.timeout(600)  # one Spark job and the moves, on 2 shared cores
+@closes_clients
+async def test_remove_disks_empties_the_dir_and_then_its_claim_template_goes(
+    sc: Scenario,
+) -> None:
+    """Log dir b removed from the BrokerCluster spec while it holds replicas: its claim
+    template stays, with LogDirRemovalBlocked naming it and the remedy. A remove-disks
+    Rebalance of b on every broker, approved by annotation, ends Ready with b empty on every
+    broker's disk and in the Topic statuses; the removal then goes ahead (the StatefulSet
+    keeps data-a only). A producer and a consumer see nothing lost or duplicated."""
+    tps = sc.create_topic("orders", partitions=4, rf=3, min_isr=2)
+    assert sc.brokers is not None
+    b_dirs = [next(d for d in sc.brokers[b].log_dirs if d.endswith("data-b")) for b in range(3)]
+    tracker = LeaderTracker(sc, tps)
+    await fill_bytes(tracker, tps, 1)
+    assert any(partition_folders(d) for d in b_dirs), "nothing on disk b to begin"
+    tracker.start()
+    prod = CountingProducer(tracker, tps, timeout_ms=5000)
+    prod.start()
+    try:
+        patch_cluster(sc, {"logDirs": [{"name": "a", "size": "64Mi"}]})
+        blocked = await wait_async(
+            lambda: cluster_condition(sc, "LogDirRemovalBlocked", "True"),
+            what="LogDirRemovalBlocked",
+        )
+        assert "log dir 'b' still holds" in blocked["message"], blocked
+        assert "mode: remove-disks" in blocked["message"], blocked
+        ready = sc.kube.condition("brokercluster", "kip", "Ready") or {}
+        assert ready.get("status") == "False" and ready["reason"] == "LogDirRemovalBlocked"
+        assert templates(sc) == ["data-a", "data-b"]
+
+        sc.kube.apply(
+            rebalance(
+                "drop-b",
+                mode="remove-disks",
+                logDirs=[{"brokerId": b, "logDir": "b"} for b in range(3)],
+            )
+        )
+        st = await phase(sc, "drop-b", "ProposalReady")
+        p = st["proposal"]
+        assert p["feasible"] and p["movesBetweenDisks"] > 0 and p["movesBetweenBrokers"] == 0, p
+        annotate(sc, "drop-b", "approve")
+        st = await phase(sc, "drop-b", "Ready", timeout=300)
+    finally:
+        await prod.stop()
+        await tracker.stop()
+    assert "emptied: log dirs b of broker 0, b of broker 1, b of broker 2" in message(st), st
+    assert {k["kind"] for k in children(sc, "drop-b")} == {"LogDirMove"}
+    for tp in tps:
+        assert not [r for r in sc.state(tp)["replicas"] if r["logDir"].endswith("data-b")]
+    await wait_async(
+        lambda: not any(partition_folders(d) for d in b_dirs), what="disk b empty everywhere"
+    )
+    # (templates() plays the garbage collector the recreated StatefulSet waits for.)
+    await wait_async(lambda: templates(sc) == ["data-a"], what="data-b gone from the StatefulSet")
+    cleared = await wait_async(
+        lambda: cluster_condition(sc, "LogDirRemovalBlocked", "False"), what="the removal allowed"
+    )
+    assert cleared["reason"] == "NoLogDirToEmpty", cleared
+    await check(sc, tps, prod)
+
+
 @pytest.mark.timeout(420)  # one Spark job
 @closes_clients
 async def test_a_partition_larger_than_half_a_disk_is_reported_infeasible(small: Scenario) -> None:
