@@ -30,7 +30,11 @@ PLAN_TIMEOUT = 240
 
 
 def _scenario(
-    kube_cluster: KubeCluster, tmp_path: Path, request: pytest.FixtureRequest, brokers: int
+    kube_cluster: KubeCluster,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    brokers: int,
+    dir_size: str = "64Mi",
 ) -> Scenario:
     return Scenario(
         kube_cluster,
@@ -38,7 +42,7 @@ def _scenario(
         request.node.name.replace("_", "-")[:50],
         brokers=brokers,
         dirs=("a", "b"),
-        dir_size="64Mi",
+        dir_size=dir_size,
         operator_env={
             "JBOD_OPERATOR_REBALANCE_WORK_DIR": str(tmp_path / "jobs"),
             "JBOD_OPERATOR_REBALANCE_POLL_SECONDS": "0.5",

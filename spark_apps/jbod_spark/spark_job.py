@@ -14,6 +14,7 @@ uses), so a Spark plan is identical to the one :func:`jbod_spark.planner.plan` c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -41,8 +42,8 @@ from .frames import (
     step2_packed,
     unpacked,
 )
-from .interbroker import drain_mask, plan_inter_broker, projected_sizes
-from .options import PlanOptions
+from .interbroker import drain_mask, plan_inter_broker, projected_sizes, resolve_dir_refs
+from .options import Mode, PlanOptions
 from .outputs import Plan, build_plan
 from .plot import write_plot
 
@@ -209,11 +210,28 @@ def _step2(opts: PlanOptions) -> Any:
     return step2
 
 
+def _for_workers(a: ClusterArrays, opts: PlanOptions) -> ClusterArrays:
+    """The arrays the workers get: the coded frames carry no dir names (``d0``, ``d1``...), so
+    the dirs a remove-dirs plan names are resolved here, on the driver, and sent as cordoned
+    (drained, never a destination: the same mask, ``interbroker.drain_mask``); the workers get
+    options without the names (:func:`_worker_options`)."""
+    if opts.mode is not Mode.REMOVE_DIRS or not opts.log_dirs:
+        return a
+    return dataclasses.replace(a, dir_cordoned=a.dir_cordoned | resolve_dir_refs(a, opts))
+
+
+def _worker_options(opts: PlanOptions) -> PlanOptions:
+    if opts.mode is not Mode.REMOVE_DIRS:
+        return opts
+    return opts.model_copy(update={"log_dirs": []})
+
+
 def run_job(spark: SparkSession, clusters: list[ClusterArrays], opts: PlanOptions) -> JobResult:
     """Plan every cluster of the fleet; step 1 per cluster, step 2 per broker, in parallel.
 
     Replica-level frames cross Spark packed (see :mod:`jbod_spark.frames`)."""
-    frames = [coded_frames(a) for a in clusters]
+    frames = [coded_frames(_for_workers(a, opts)) for a in clusters]
+    worker_opts = _worker_options(opts)
     topo_pdf = pd.concat([f[0] for f in frames], ignore_index=True)
     reps_pdf = pd.concat(
         [packed_rows(f[1], a.cluster) for a, f in zip(clusters, frames, strict=True)],
@@ -224,7 +242,7 @@ def run_job(spark: SparkSession, clusters: list[ClusterArrays], opts: PlanOption
     step1 = (
         topo.groupBy("cluster")
         .cogroup(reps.groupBy("cluster"))
-        .applyInPandas(_step1(opts), PACKED_SCHEMA)
+        .applyInPandas(_step1(worker_opts), PACKED_SCHEMA)
         .persist()
     )
     try:
@@ -232,7 +250,7 @@ def run_job(spark: SparkSession, clusters: list[ClusterArrays], opts: PlanOption
         step2 = (
             step1.filter(f"broker <> {NOTES_BROKER}")
             .groupBy("cluster", "broker")
-            .applyInPandas(_step2(opts), PACKED_SCHEMA)
+            .applyInPandas(_step2(worker_opts), PACKED_SCHEMA)
         )
         final_rows: Any = step2.toPandas()
     finally:

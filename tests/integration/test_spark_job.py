@@ -21,7 +21,7 @@ from jbod_spark import PlanOptions, plan  # noqa: E402
 from jbod_spark.frames import tables_from_arrays  # noqa: E402
 from jbod_spark.job import main as plan_main  # noqa: E402
 from jbod_spark.k8s import TEMPLATE_VARS, render_spark_application  # noqa: E402
-from jbod_spark.options import Mode  # noqa: E402
+from jbod_spark.options import DirRef, Mode  # noqa: E402
 from jbod_spark.spark_job import (  # noqa: E402
     aggregate_metrics,
     apply_loads,
@@ -64,6 +64,23 @@ def test_fleet_plans_equal_the_pure_planner(spark: Any) -> None:
         assert p.report.ok
         assert p.report.summary.worst_spread_pp_after <= 5.0
         assert p.report.summary.bytes_moved <= 1.2 * p.report.summary.lower_bound_bytes
+
+
+def test_remove_dirs_on_spark_equals_the_pure_planner(spark: Any) -> None:
+    """The dirs a remove-dirs plan names reach the workers (their coded frames carry no dir
+    names): the Spark plan is the pure planner's, and the named dirs end empty."""
+    a = synthetic_cluster(5, 4, 3, 600, cluster="east")
+    opts = PlanOptions(
+        mode=Mode.REMOVE_DIRS,
+        log_dirs=[DirRef(broker_id=0, log_dir="d01"), DirRef(broker_id=2, log_dir="d00")],
+    )
+    (p,) = run_job(spark, [a], opts).plans
+    assert p == plan(a, opts)
+    checks = {c.name: c.ok for c in p.report.constraints}
+    assert checks["drained_dirs_empty"] and checks["destinations_valid"], p.report.constraints
+    drained = {(d.broker_id, d.name) for d in p.report.dirs if d.drained}
+    assert drained == {(0, "d01"), (2, "d00")}
+    assert all(d.used_after == 0 for d in p.report.dirs if d.drained)
 
 
 def test_cli_writes_manifests_kafka_json_and_report(

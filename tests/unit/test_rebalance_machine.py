@@ -531,6 +531,42 @@ def test_the_end_state_is_held_to_the_proposal_s_scope(edges: list[Edge]) -> Non
     assert d.status.phase == P.NOT_READY and "broker 0: a disk at 81.0%" in cond(d)[1]
 
 
+def test_a_remove_mode_ends_ready_only_once_what_it_empties_is_empty(edges: list[Edge]) -> None:
+    """remove-brokers: every child succeeded and the disks measure fine, but a Topic status
+    still names the broker (a partition created meanwhile): NotReady NotEmptied, never Ready;
+    with nothing left the Ready message says what was emptied."""
+    r = rb(
+        mode="remove-brokers",
+        brokers=[2],
+        status=status_in(
+            P.REBALANCING,
+            wave=2,
+            approved=True,
+            proposal={**plan.summarise(report(), 2).dump(), "bandScope": "none"},
+        ),
+    )
+    kids = {c.name: child(c, "Succeeded") for c in TWO_WAVES}
+    measured = (DiskMeasure(broker_id=0, spread=1.0, largest_utilisation=30.0),)
+    base = obs(r, planned=TWO_WAVES, waves=2, children=kids, measured=measured)
+    d = decide(replace(base, left_behind=("broker 2 still holds 1 replica",)))
+    assert edges == [(P.REBALANCING, P.NOT_READY)]
+    assert cond(d) == (
+        "NotEmptied",
+        "every child succeeded but what the mode empties still holds replicas: "
+        "broker 2 still holds 1 replica",
+    )
+    assert not d.active
+    d = decide(base)
+    assert d.status.phase == P.READY and cond(d)[1].endswith("; no replica left on broker 2")
+    disks = rb(
+        mode="remove-disks",
+        logDirs=[{"brokerId": 0, "logDir": "b"}, {"brokerId": 1, "logDir": "b"}],
+        status=r.status.dump() if r.status else None,
+    )
+    d = decide(replace(base, rb=disks))
+    assert cond(d)[1].endswith("; emptied: log dirs b of broker 0, b of broker 1")
+
+
 def test_rebalancing_to_not_ready_when_a_child_failed_cancels_the_rest(edges: list[Edge]) -> None:
     kids = {
         TWO_WAVES[0].name: ChildView(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jbod_operator.handlers.rebalances import _cluster_view
 from jbod_operator.models.rebalance import Rebalance
 from jbod_operator.models.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
 from jbod_operator.plan import rebalance as rp
@@ -207,4 +208,43 @@ def test_disks_being_emptied_are_outside_the_band() -> None:
         (0, "b", True),
         (1, "a", True),
         (1, "b", True),
+    ]
+
+
+def test_what_a_remove_mode_left_behind_is_named() -> None:
+    """remove-disks: the replicas still in a drained disk, by where the brokers have them;
+    remove-brokers: every partition a Topic status still names the broker for (a replica, or
+    one a reassignment adds or moves to); the other modes empty nothing."""
+    disks = rebalance(mode="remove-disks", logDirs=[{"brokerId": 0, "logDir": "a"}])
+    assert rp.left_behind(disks, [], snap()) == [
+        "log dir a of broker 0 still holds 4 replicas (t-0, t-1, t-2, t-3)"
+    ]
+    assert rp.left_behind(disks, [], snap().model_copy(update={"replicas": []})) == []
+    other = rebalance(mode="remove-disks", logDirs=[{"brokerId": 1, "logDir": "data-a"}])
+    assert rp.left_behind(other, [], snap()) == []
+
+    brokers = rebalance(mode="remove-brokers", brokers=[1])
+    held = topic("orders", [[(0, "a"), (1, "a")], [(0, "b")]])
+    assert rp.left_behind(brokers, [held], snap()) == ["broker 1 still holds 1 replica"]
+    adding = topic("orders", [[(0, "a")]])
+    adding["status"]["partitions"][0]["addingReplicas"] = [1]
+    assert rp.left_behind(brokers, [adding], snap()) == ["broker 1 still holds 1 replica"]
+    assert rp.left_behind(brokers, [topic("orders", [[(0, "a")]])], snap()) == []
+    assert rp.left_behind(rebalance(mode="full"), [held], snap()) == []
+
+
+def test_a_scale_down_that_waits_leaves_its_brokers_to_a_remove_brokers_rebalance() -> None:
+    """spec.replicas lowered from 3 to 2 while broker 2 holds replicas: the scale-down waits
+    and names a remove-brokers Rebalance of broker 2 as the remedy, so that Rebalance must see
+    broker 2 (every broker the status lists), not be refused as naming a broker that is gone."""
+    bc = {
+        "metadata": {"name": "kip", "namespace": "kafka"},
+        "spec": {"replicas": 2, "logDirs": [{"name": "a", "size": "1Gi"}]},
+        "status": {"brokers": [{"id": b, "live": True, "logDirs": []} for b in range(3)]},
+    }
+    view = _cluster_view(bc, None)
+    assert view.size == 3 and view.dirs[2] == (("a", "a"),)
+    assert rp.check_spec(rebalance(mode="remove-brokers", brokers=[2]), view) == []
+    assert rp.check_spec(rebalance(mode="remove-brokers", brokers=[3]), view) == [
+        "broker 3 does not exist (brokers 0-2)"
     ]

@@ -162,6 +162,7 @@ def test_blockers_name_each_nonempty_removed_dir() -> None:
         "log dir '0' still holds 2 replica(s) (broker 0: orders-1, broker 2: orders-4)" in (msgs[0])
     )
     assert "LogDirMove" in msgs[0] and "spec.drain" in msgs[0]
+    assert "Rebalance (mode: remove-disks, logDirs: '0' of each broker)" in msgs[0]
     assert "log dir '2' still holds 1 replica(s) (broker 1: t-0)" in msgs[1]
 
 

@@ -3,10 +3,11 @@
 token Secret → storage changes (classified before anything acts) → ConfigMap, Service, PDB,
 StatefulSet (server-side apply) → observe brokers → status. Adding a log dir recreates the
 StatefulSet with orphaned pods (volumeClaimTemplates are immutable) and keeps every PVC;
-removing one is refused, with a condition naming the directory, until it is verified empty on
-every broker (a LogDirMove drain empties it; Strimzi #9640). Lowering ``spec.replicas`` is
-refused the same way (``plan.scale_down``), with the condition ``ScaleDownBlocked``, while a
-broker that would go still holds replicas by the Topic statuses.
+removing one is refused, with the condition ``LogDirRemovalBlocked`` naming the directory,
+until it is verified empty on every broker (a remove-disks Rebalance or a LogDirMove drain
+empties it; Strimzi #9640 deletes the claim of a disk that still holds data). Lowering
+``spec.replicas`` is refused the same way (``plan.scale_down``), with the condition
+``ScaleDownBlocked``, while a broker that would go still holds replicas by the Topic statuses.
 
 ``status.balance`` belongs to continuous detection (``handlers.balance``): this reconcile never
 writes it, so a pass that read the object before a sample cannot put an older summary back.
@@ -35,13 +36,14 @@ from ..clients.kube import (
     KubeClient,
 )
 from ..models import BrokerCluster
-from ..plan import builders, scale_down
+from ..plan import builders, scale_down, storage_diff
 from ..plan.conditions import set_condition
 from ..plan.storage_diff import diff_log_dirs, log_dirs_from_statefulset, removal_blockers
 from ..settings import OperatorSettings
 from .context import Ctx, post_events
 
 log = logging.getLogger(__name__)
+REMOVAL_BLOCKED = storage_diff.CONDITION
 
 
 class StatefulSetTerminating(Exception):
@@ -62,7 +64,8 @@ class ClusterOutcome:
 def nonempty_dirs(
     describes: dict[int, wire.DescribeLogDirsResponse | None], names: list[str]
 ) -> dict[str, list[str]]:
-    """For each named dir: what still holds it (replicas, or a broker we cannot ask)."""
+    """For each named dir: what still holds it, one entry per replica (``broker 2: orders-3``,
+    a move's ``-future`` log included) or per broker we cannot ask (it may hold some)."""
     out: dict[str, list[str]] = {}
     for name in names:
         for b, desc in describes.items():
@@ -70,10 +73,9 @@ def nonempty_dirs(
                 out.setdefault(name, []).append(f"broker {b} did not answer")
                 continue
             for d in desc.log_dirs:
-                if d.path.rstrip("/").endswith("/data-" + name) and d.partitions:
-                    reps = ", ".join(f"{p.topic}-{p.partition}" for p in d.partitions[:5])
-                    out.setdefault(name, []).append(
-                        f"broker {b} holds {len(d.partitions)} replicas ({reps})"
+                if wire.refers_to_log_dir(name, d.path):
+                    out.setdefault(name, []).extend(
+                        f"broker {b}: {p.topic}-{p.partition}" for p in d.partitions
                     )
     return out
 
@@ -157,22 +159,26 @@ async def reconcile_cluster(
     describes = await pool.describe(ns, name, ids)
     effective = bc
     storage_msg = ""
+    removal_msg = ""
     recreate = False
     if current_sts is not None:
         current = log_dirs_from_statefulset(current_sts)
         diff = diff_log_dirs(current, list(bc.spec.log_dirs))
         keep = list(bc.spec.log_dirs)
         problems: list[str] = list(diff.refused_messages())
+        blockers: list[str] = []
         if diff.removed:
             blockers = removal_blockers(
                 diff.removed, nonempty_dirs(describes, [d.name for d in diff.removed])
             )
             if blockers:
+                removal_msg = "; ".join(blockers)
                 problems += blockers
                 keep = keep + [d for d in current if d.name in {r.name for r in diff.removed}]
         if problems:
             storage_msg = "; ".join(problems)
-            outcome.events.append(("Warning", "StorageChangeRefused", storage_msg))
+            if not (problems == blockers and _holds(conditions, REMOVAL_BLOCKED, removal_msg)):
+                outcome.events.append(("Warning", "StorageChangeRefused", storage_msg))
             keep_names = {d.name for d in keep}
             ordered = [d for d in current if d.name in keep_names]
             ordered += [d for d in keep if d.name not in {c.name for c in ordered}]
@@ -185,12 +191,7 @@ async def reconcile_cluster(
         effective = effective.model_copy(
             update={"spec": effective.spec.model_copy(update={"replicas": count})}
         )
-        previous = next((c for c in conditions if c.get("type") == scale_down.CONDITION), None)
-        if not (
-            previous
-            and previous.get("status") == "True"
-            and previous.get("message") == scale.message
-        ):
+        if not _holds(conditions, scale_down.CONDITION, scale.message):
             outcome.events.append(("Warning", "ScaleDownRefused", scale.message))
 
     # 3. The objects, by server-side apply (idempotent).
@@ -230,11 +231,15 @@ async def reconcile_cluster(
         "Ready",
         ready == count and not refused,
         (
-            "ScaleDownBlocked"
-            if scale.blocked and ready == count
+            "BrokersNotReady"
+            if ready < count
+            else scale_down.CONDITION
+            if scale.blocked
+            else REMOVAL_BLOCKED
+            if removal_msg
+            else "StorageChangeRefused"
+            if storage_msg
             else "AllBrokersReady"
-            if ready == count
-            else "BrokersNotReady"
         ),
         refused or f"{ready}/{count} brokers answer",
         gen,
@@ -246,6 +251,15 @@ async def reconcile_cluster(
             bool(scale.blocked),
             scale_down.REASON_BLOCKED if scale.blocked else scale_down.REASON_CLEAR,
             scale.message or "no broker that would be removed holds a replica",
+            gen,
+        )
+    if removal_msg or any(c.get("type") == REMOVAL_BLOCKED for c in conditions):
+        conditions = set_condition(
+            conditions,
+            REMOVAL_BLOCKED,
+            bool(removal_msg),
+            storage_diff.REASON_BLOCKED if removal_msg else storage_diff.REASON_CLEAR,
+            removal_msg or "no log dir removed from the spec holds a replica",
             gen,
         )
     conditions = set_condition(
@@ -285,6 +299,12 @@ async def reconcile_cluster(
     if outcome.status != before:
         await kube.patch_status(BROKER_CLUSTERS, ns, name, outcome.status)
     return outcome
+
+
+def _holds(conditions: list[dict[str, Any]], type_: str, message: str) -> bool:
+    """The condition already says this (True, same message): its Event was posted before."""
+    c = next((c for c in conditions if c.get("type") == type_), None)
+    return bool(c and c.get("status") == "True" and c.get("message") == message)
 
 
 async def _scale_decision(

@@ -34,7 +34,7 @@ from ..clients.kube import (
     KubeClient,
 )
 from ..clients.planning_jobs import JobLauncher, JobRef
-from ..models import Rebalance
+from ..models import BrokerCluster, Rebalance
 from ..models.plan_report import PlanReport
 from ..models.rebalance import CHILD_LABEL, COMMAND_ANNOTATION, RebalancePhase
 from ..models.snapshot import ClusterSnapshot
@@ -88,8 +88,7 @@ async def _snapshot(
 ) -> ClusterSnapshot:
     """The cluster as the planner sees it: the Topics' state of record and every live
     broker's describe-log-dirs (the same pure builder as ``jbod_spark.collect``)."""
-    size = int(bc["spec"]["replicas"])
-    described = await pool.describe(ns, rb.spec.cluster_name, list(range(size)))
+    described = await pool.describe(ns, rb.spec.cluster_name, list(range(_broker_count(bc))))
     return build_snapshot(
         rb.spec.cluster_name,
         bc,
@@ -100,8 +99,14 @@ async def _snapshot(
     )
 
 
+def _broker_count(bc: dict[str, Any]) -> int:
+    """Every broker there is, the leaving ones of a scale-down that waits included: that wait
+    names a remove-brokers Rebalance of them as its remedy (``plan.scale_down``)."""
+    return BrokerCluster.model_validate(bc).broker_count
+
+
 def _cluster_view(bc: dict[str, Any], snap: ClusterSnapshot | None) -> rp.ClusterView:
-    size = int(bc["spec"]["replicas"])
+    size = _broker_count(bc)
     names = tuple(str(d["name"]) for d in bc["spec"].get("logDirs") or [])
     dirs: dict[int, tuple[tuple[str, str], ...]] = {
         b: tuple((n, n) for n in names) for b in range(size)
@@ -184,6 +189,7 @@ async def observe(
             # The end state, measured now: never the planned figures.
             fresh = await _snapshot(pool, ns, rb, seen.bc, seen.topics)
             obs["measured"] = rp.measure(rp.disk_uses(fresh, rb))
+            obs["left_behind"] = tuple(rp.left_behind(rb, seen.topics, fresh))
     return rp.Observation(rb=rb, now=time.time(), **obs), seen
 
 

@@ -85,7 +85,7 @@ class RebalancePhase(StrEnum):
         ProposalReady   -> PendingProposal  refresh, or approved with a stale snapshot
         ProposalReady   -> Rebalancing      approved with a fresh snapshot: children created
         Rebalancing     -> Ready            every child succeeded, every disk in the band
-        Rebalancing     -> NotReady         a child failed, or the disks ended outside the band
+        Rebalancing     -> NotReady         a child failed, not emptied, or disks outside the band
         Rebalancing     -> Stopped          stop: the children cancelled
         Ready           -> PendingProposal  refresh
         NotReady        -> PendingProposal  refresh

@@ -61,6 +61,7 @@ from ..models.topic import kafka_topic_name
 from . import rebalance_order as order
 from .conditions import iso, set_condition
 from .machine import transition
+from .scale_down import replicas_per_broker
 
 Phase = RebalancePhase
 Command = RebalanceCommand
@@ -75,7 +76,7 @@ PHASE_TRANSITIONS: Mapping[tuple[Phase | None, Phase], str] = {
     (Phase.PROPOSAL_READY, Phase.PENDING_PROPOSAL): "refresh, or approved with a stale snapshot",
     (Phase.PROPOSAL_READY, Phase.REBALANCING): "approved with a fresh snapshot: children created",
     (Phase.REBALANCING, Phase.READY): "every child succeeded, every disk in the band",
-    (Phase.REBALANCING, Phase.NOT_READY): "a child failed, or the disks ended outside the band",
+    (Phase.REBALANCING, Phase.NOT_READY): "a child failed, not emptied, or disks outside the band",
     (Phase.REBALANCING, Phase.STOPPED): "stop: the children cancelled",
     (Phase.READY, Phase.PENDING_PROPOSAL): "refresh",
     (Phase.NOT_READY, Phase.PENDING_PROPOSAL): "refresh",
@@ -175,6 +176,9 @@ class Observation:
     """This Rebalance's children that exist, by name."""
     measured: tuple[DiskMeasure, ...] | None = None
     """Every broker's disks measured afresh, taken once every child succeeded."""
+    left_behind: tuple[str, ...] = ()
+    """Taken with ``measured``: what the mode empties (remove-brokers, remove-disks) that still
+    holds replicas, in words (:func:`left_behind`)."""
 
 
 # -- actions ------------------------------------------------------------------------------
@@ -681,6 +685,63 @@ def disk_uses(snap: ClusterSnapshot, rb: Rebalance) -> list[DiskUse]:
     return out
 
 
+def _drains(rb: Rebalance, snap: ClusterSnapshot) -> list[tuple[int, str, str]]:
+    """The disks a remove-disks Rebalance empties: (broker, the spec's reference, its path)."""
+    if rb.spec.mode != RebalanceMode.REMOVE_DISKS:
+        return []
+    out = []
+    for ref in rb.spec.log_dirs or ():
+        for d in snap.log_dirs:
+            if d.broker_id == ref.broker_id and (
+                wire.refers_to_log_dir(ref.log_dir, d.path) or ref.log_dir == d.name
+            ):
+                out.append((ref.broker_id, ref.log_dir, d.path))
+    return out
+
+
+def left_behind(
+    rb: Rebalance, topics: Sequence[Mapping[str, Any]], snap: ClusterSnapshot
+) -> list[str]:
+    """What a remove mode was to empty and still holds replicas at the end, in words (empty:
+    done). A remove-brokers Rebalance is read against the Topic statuses (the state of record
+    the scale-down waits on, ``plan.scale_down``: a broker that has already left the cluster
+    is no longer described, but a status naming it still counts); a remove-disks one against
+    where the brokers have their replicas (the snapshot: describe-log-dirs first), since the
+    claim of a disk that still holds one would be deleted with it. Ready needs this empty:
+    the planned moves all succeeding is not the proof (a partition created meanwhile can land
+    on the disk, or a move can target it)."""
+    out = []
+    if rb.spec.mode == RebalanceMode.REMOVE_BROKERS:
+        held = replicas_per_broker(topics)
+        for b in sorted(set(rb.spec.brokers or ())):
+            if held.get(b):
+                n = held[b]
+                out.append(f"broker {b} still holds {n} replica{'s' if n != 1 else ''}")
+    for b, ref, path in _drains(rb, snap):
+        on = sorted(
+            f"{r.topic}-{r.partition}"
+            for r in snap.replicas
+            if r.broker_id == b and r.log_dir == path
+        )
+        if on:
+            shown = ", ".join(on[:5]) + (f" and {len(on) - 5} more" if len(on) > 5 else "")
+            out.append(f"log dir {ref} of broker {b} still holds {len(on)} replicas ({shown})")
+    return out
+
+
+def emptied(rb: Rebalance) -> str:
+    """What a remove mode emptied, for the Ready message (empty for the other modes)."""
+    if rb.spec.mode == RebalanceMode.REMOVE_BROKERS:
+        ids = sorted(set(rb.spec.brokers or ()))
+        return f"; no replica left on broker{'s' if len(ids) > 1 else ''} " + ", ".join(
+            map(str, ids)
+        )
+    if rb.spec.mode == RebalanceMode.REMOVE_DISKS:
+        dirs = [f"{d.log_dir} of broker {d.broker_id}" for d in rb.spec.log_dirs or ()]
+        return f"; emptied: log dir{'s' if len(dirs) > 1 else ''} " + ", ".join(dirs)
+    return ""
+
+
 # -- one pass -----------------------------------------------------------------------------
 
 
@@ -1059,6 +1120,15 @@ def _rebalancing(p: _Pass) -> None:
     worst = max((m.spread for m in scoped), default=0.0)
     names = ", ".join(str(m.broker_id) for m in scoped) or "none"
     where = "" if len(scoped) == len(obs.measured) else f" over brokers {names} (the mode's scope)"
+    if obs.left_behind:
+        p.to(
+            Phase.NOT_READY,
+            "NotEmptied",
+            "every child succeeded but what the mode empties still holds replicas: "
+            + "; ".join(obs.left_behind[:10]),
+            warn=True,
+        )
+        return
     if out:
         p.to(
             Phase.NOT_READY,
@@ -1073,5 +1143,5 @@ def _rebalancing(p: _Pass) -> None:
         "Ready",
         f"every child succeeded; measured now: worst disk spread {worst:.1f} pp{where} (band "
         f"{p.rb.spec.balance_band_percent:g} pp), every disk under "
-        f"{p.rb.spec.capacity_threshold_percent:g}%",
+        f"{p.rb.spec.capacity_threshold_percent:g}%{emptied(p.rb)}",
     )

@@ -34,6 +34,9 @@ from ..models import LogDir
 from .builders import mount_path
 
 __all__ = [
+    "CONDITION",
+    "REASON_BLOCKED",
+    "REASON_CLEAR",
     "LogDirChange",
     "StorageDiff",
     "diff_log_dirs",
@@ -63,6 +66,12 @@ _QUANTITY = re.compile(
     r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)|[eE](?P<exp>[+-]?[0-9]+))?$"
 )
 _SHOWN_REPLICAS = 5
+
+CONDITION = "LogDirRemovalBlocked"
+"""The BrokerCluster condition while a log dir removed from the spec still holds replicas (its
+claim template stays until it is empty), like ``plan.scale_down.CONDITION`` for brokers."""
+REASON_BLOCKED = "LogDirsHoldReplicas"
+REASON_CLEAR = "NoLogDirToEmpty"
 
 
 def parse_quantity(quantity: str) -> Fraction:
@@ -234,7 +243,8 @@ def removal_blockers(
         if more > 0:
             shown += f" and {more} more"
         messages.append(
-            f"log dir {name!r} still holds {len(held)} replica(s) ({shown}); drain it with a "
-            "LogDirMove (spec.drain) on every broker before removing it from spec.logDirs"
+            f"log dir {name!r} still holds {len(held)} replica(s) ({shown}); keeping its claim "
+            f"template. Empty it first on every broker with a Rebalance (mode: remove-disks, "
+            f"logDirs: {name!r} of each broker) or a LogDirMove (spec.drain) per broker"
         )
     return messages
