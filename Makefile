@@ -60,7 +60,7 @@ bench: setup
 pin: setup
 	@{ echo "# Runtime dependencies of the broker image, pinned to the versions the tests ran with."; \
 	   echo "# Regenerate with: make pin (a test fails when these drift from the project venv)."; \
-	   $(BIN)/pip freeze | grep -iE '^(pydantic|pydantic.core|aiohttp|crc32c|prometheus.client|annotated.types|typing.extensions|typing.inspection|multidict|yarl|frozenlist|aiosignal|attrs|aiohappyeyeballs|propcache|idna)=='; \
+	   $(BIN)/pip freeze | grep -iE '^(pydantic|pydantic.core|aiohttp|crc32c|prometheus.client|annotated.types|typing.extensions|typing.inspection|multidict|yarl|frozenlist|aiosignal|attrs|aiohappyeyeballs|propcache|idna|kio|cramjam)=='; \
 	 } > broker_image/requirements.txt
 
 # CRDs are generated from the pydantic models (tests fail when crds/ is stale).

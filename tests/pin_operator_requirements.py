@@ -39,11 +39,17 @@ def top_level() -> list[Requirement]:
     return [Requirement(r) for r in raw]
 
 
-def closure() -> dict[str, tuple[str, str]]:
-    """canonical name -> (distribution name, installed version) of every runtime dependency."""
+def applies(req: Requirement) -> bool:
+    """Whether the image installs ``req``: its marker holds here, with no extra requested
+    (``kio[codegen]`` needs an old pydantic the image never installs)."""
     env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
     env["extra"] = ""
-    todo = [r for r in top_level() if r.marker is None or r.marker.evaluate(env)]
+    return req.marker is None or req.marker.evaluate(env)
+
+
+def closure() -> dict[str, tuple[str, str]]:
+    """canonical name -> (distribution name, installed version) of every runtime dependency."""
+    todo = [r for r in top_level() if applies(r)]
     out: dict[str, tuple[str, str]] = {}
     while todo:
         req = todo.pop()
@@ -54,7 +60,7 @@ def closure() -> dict[str, tuple[str, str]]:
         out[key] = (dist.metadata["Name"], dist.version)
         for raw in dist.requires or []:
             dep = Requirement(raw)
-            if dep.marker is None or dep.marker.evaluate(env):
+            if applies(dep):
                 todo.append(dep)
     return out
 
