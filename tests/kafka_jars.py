@@ -276,3 +276,14 @@ class KafkaCluster:
             except subprocess.TimeoutExpired:
                 node.proc.kill()
                 node.proc.wait()
+
+
+JAVA_SOURCES = REPO / "tests" / "kafka_java"
+
+
+def read_partition_metadata(replica_dir: str | os.PathLike[str]) -> tuple[int, str]:
+    """A replica folder's ``partition.metadata`` as Kafka's own reader returns it: (version,
+    topic id). Raises with Kafka's message when Kafka would refuse the file."""
+    source = JAVA_SOURCES / "ReadPartitionMetadata.java"
+    out = run_class(str(source), str(replica_dir)).stdout.split()
+    return int(out[out.index("version") + 1]), out[out.index("topic_id") + 1]
