@@ -45,7 +45,11 @@ def _topic_id(v: str) -> str:
     return v
 
 
-TopicId = Annotated[str, StringConstraints(min_length=22, max_length=22), AfterValidator(_topic_id)]
+TopicId = Annotated[
+    str,
+    StringConstraints(min_length=22, max_length=22, pattern=r"^[A-Za-z0-9_-]{22}$"),
+    AfterValidator(_topic_id),
+]
 """A topic id (KIP-516) in Kafka's string form (``storage.names.parse_topic_id``)."""
 BrokerId = Annotated[int, Field(ge=0, le=2**31 - 1)]
 Epoch = Annotated[int, Field(ge=-1, le=2**31 - 1)]
