@@ -75,6 +75,8 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.token = config.read_token()
+        # Compared with every request's bearer token: encoded once, not per request.
+        self.token_bytes = self.token.encode() if self.token is not None else None
         # Issue 14: as many descriptors as the process may have, and the storage's share of
         # them said once; replicas hold none while idle (storage.handles).
         self.open_files = raise_open_file_limit()
@@ -304,6 +306,14 @@ async def read_body(request: web.Request) -> bytes | bytearray:
         if length == 0:
             return b""
         await held.grow(length)
+        # Most bodies are already whole in the reader's buffer (a produce request of a few
+        # batches arrives with its head): take them as they are, with no deadline to arm and
+        # no copy into a growing buffer. Arming asyncio.timeout costs a timer handle per
+        # request, which was the largest part of issue 14's extra CPU per produced byte.
+        first = request.content.read_nowait()
+        if len(first) == length:
+            return first
+        buf += first
     try:
         async with asyncio.timeout(c.request_body_timeout_ms / 1000):
             while chunk := await request.content.readany():
@@ -392,11 +402,11 @@ async def middleware(request: web.Request, handler: Handler) -> web.StreamRespon
         # Before anything reads the body: a refused request never costs its body's memory.
         if request.path not in OPEN_PATHS:
             needs = not request.path.startswith("/v1/data/") or broker.config.data_auth_required
-            if needs and broker.token is not None:
+            if needs and broker.token_bytes is not None:
                 header = request.headers.get("Authorization", "")
                 given = header[7:] if header.startswith("Bearer ") else ""
                 if not given or not hmac.compare_digest(
-                    given.encode("utf-8", "surrogateescape"), broker.token.encode()
+                    given.encode("utf-8", "surrogateescape"), broker.token_bytes
                 ):
                     raise AuthError("missing or wrong bearer token")
         resp = await handler(request)
