@@ -13,6 +13,7 @@ so code outside the broker imports every error from this module. The whole tree:
     ├── StorageError                            about logs, disks or records (storage.errors)
     │   ├── OffsetOutOfRangeError, CorruptRecordError, RecordTooLargeError,
     │   │   InvalidRecordError, KafkaStorageError, InsufficientSpaceError,
+    │   │   DuplicateSequenceError, OutOfOrderSequenceError, InvalidProducerEpochError,
     │   │   ResourceShortageError, LogDirNotFoundError, ReplicaNotAvailableError,
     │   │   NoLiveLogDirError
     ├── NotLeaderOrFollowerError                the broker does not host the partition in that role
@@ -39,6 +40,7 @@ from .storage.errors import (
     CorruptRecordError,
     InsufficientSpaceError,
     InvalidLogDirError,
+    InvalidProducerEpochError,
     InvalidRecordError,
     InvalidRequestError,
     InvalidTopicError,
@@ -47,6 +49,7 @@ from .storage.errors import (
     LogDirNotFoundError,
     NoLiveLogDirError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     RecordTooLargeError,
     ReplicaNotAvailableError,
     ResourceShortageError,
@@ -61,6 +64,7 @@ __all__ = [
     "InsufficientSpaceError",
     "InvalidConfigError",
     "InvalidLogDirError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidRequestError",
     "InvalidTopicError",
@@ -72,6 +76,7 @@ __all__ = [
     "NotEnoughReplicasError",
     "NotLeaderOrFollowerError",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
     "PayloadTooLargeError",
     "RecordTooLargeError",
     "ReplicaNotAvailableError",
@@ -152,6 +157,8 @@ HTTP_STATUS: list[tuple[type[KafkaError], int]] = [
     (InvalidConfigError, 400),
     (CorruptRecordError, 400),
     (InvalidRecordError, 400),
+    (OutOfOrderSequenceError, 409),
+    (InvalidProducerEpochError, 409),
     (InvalidRequestError, 400),
     (StaleControllerEpochError, 409),
     (FencedLeaderEpochError, 409),

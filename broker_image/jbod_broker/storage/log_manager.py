@@ -1090,6 +1090,7 @@ class LogManager:
                 high_watermark=source.high_watermark,
                 epochs=source.epochs.entries(),
                 config=source.config,
+                producers=source.producers,
             )
             self._carry_replica_files(tp, source, future)
             future.flush()
