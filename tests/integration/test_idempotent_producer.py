@@ -64,7 +64,16 @@ async def produce_batches(c: BrokerClient, tp: TopicPartition, count: int) -> li
 
 
 async def log_end(c: BrokerClient, tp: TopicPartition) -> int:
-    return (await c.list_offsets(tp.topic, tp.partition, "latest")).offset
+    """The log end offset of the broker's current replica (not the high watermark: after a
+    failover the new leader's high watermark may still be below its log end)."""
+    resp = await c.describe_log_dirs(topics=[tp.topic])
+    (end,) = [
+        r.log_end_offset
+        for d in resp.log_dirs
+        for r in d.partitions
+        if d.is_live and not r.is_future and (r.topic, r.partition) == (tp.topic, tp.partition)
+    ]
+    return end
 
 
 async def assert_retries_answered(
