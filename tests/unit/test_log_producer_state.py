@@ -232,6 +232,25 @@ def test_a_failed_snapshot_write_takes_the_dir_offline(tmp_path: Path) -> None:
     assert lg.channel.is_offline(lg.log_dir)
 
 
+def test_a_moves_future_copy_writes_no_snapshot_of_its_own(tmp_path: Path) -> None:
+    """Its map is empty until the swap brings the source's: a snapshot of it, newer than the
+    source's, would be loaded instead of theirs after the swap and a restart."""
+    source = make_log(tmp_path / "a")
+    source.append_as_leader(pbatch(0), 0)
+    future = Log.create(
+        str(tmp_path / "b" / "t-0.f-future"),
+        TP,
+        LogConfig(),
+        LogDirFailureChannel(),
+        log_dir=str(tmp_path / "b"),
+        is_future=True,
+    )
+    future.append_as_follower(source.read(0, 1 << 20).data)
+    future.roll()
+    future.close()
+    assert snapshots(future) == []
+
+
 @pytest.fixture
 def lm(tmp_path: Path) -> Iterator[LogManager]:
     m = LogManager(

@@ -662,8 +662,9 @@ class Log:
         new.created_ms = now
         old.end_lease()  # sealed: read now and then, its handle may go when idle
         # Kafka's snapshot at the new segment's base: a start replays at most this segment.
-        self.producers.remove_expired(now)
-        self.producers.take_snapshot(leo, sync=False)
+        if not self.is_future:
+            self.producers.remove_expired(now)
+            self.producers.take_snapshot(leo, sync=False)
         return new
 
     @_follows_successor
@@ -1069,7 +1070,11 @@ class Log:
                     with self._guard("close"):
                         self._flush_locked()
                         # Kafka's snapshot at a clean shutdown: the next start replays nothing.
-                        self.producers.take_snapshot(self.log_end_offset, sync=True)
+                        # Not for a move's future copy: its map is not its own until the swap
+                        # (which brings the source's), and a snapshot of its empty map would
+                        # later hide the source's older ones.
+                        if not self.is_future:
+                            self.producers.take_snapshot(self.log_end_offset, sync=True)
                         for seg in self.segments:
                             seg.close()
                     self.closed = True
