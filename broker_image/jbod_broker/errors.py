@@ -9,6 +9,7 @@ so code outside the broker imports every error from this module. The whole tree:
     ├── InvalidTopicError                       bad topic name or partition number
     ├── InvalidRequestError                     a request that can never succeed as sent
     │   └── InvalidLogDirError                  not an absolute path of a configured log dir
+    ├── InconsistentTopicIdError                a replica's topic id is not the request's (KIP-516)
     ├── InvalidConfigError                      a topic config unknown here or out of Kafka's range
     ├── StorageError                            about logs, disks or records (storage.errors)
     │   ├── OffsetOutOfRangeError, CorruptRecordError, RecordTooLargeError,
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 from .storage.errors import (
     CorruptRecordError,
+    InconsistentTopicIdError,
     InsufficientSpaceError,
     InvalidLogDirError,
     InvalidProducerEpochError,
@@ -61,6 +63,7 @@ __all__ = [
     "AuthError",
     "CorruptRecordError",
     "FencedLeaderEpochError",
+    "InconsistentTopicIdError",
     "InsufficientSpaceError",
     "InvalidConfigError",
     "InvalidLogDirError",
@@ -161,6 +164,7 @@ HTTP_STATUS: list[tuple[type[KafkaError], int]] = [
     (InvalidProducerEpochError, 409),
     (InvalidRequestError, 400),
     (StaleControllerEpochError, 409),
+    (InconsistentTopicIdError, 409),
     (FencedLeaderEpochError, 409),
     (UnknownLeaderEpochError, 409),
     (NotLeaderOrFollowerError, 409),

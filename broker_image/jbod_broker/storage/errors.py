@@ -13,6 +13,7 @@ error a broker can answer with" catches :class:`KafkaError`. The part of the tre
     ├── InvalidTopicError            bad topic name or partition number
     ├── InvalidRequestError          a request that can never succeed as sent
     │   └── InvalidLogDirError       not an absolute path of a configured log dir
+    ├── InconsistentTopicIdError     a replica's topic id differs from the one a request names
     └── StorageError                 about logs, disks or records
         ├── OffsetOutOfRangeError    offset below log start or above log end
         ├── CorruptRecordError       a batch whose framing or CRC is wrong
@@ -47,6 +48,14 @@ class KafkaError(Exception):
 
 class InvalidTopicError(KafkaError):
     kafka_error = "INVALID_TOPIC_EXCEPTION"
+
+
+class InconsistentTopicIdError(KafkaError):
+    """Kafka's INCONSISTENT_TOPIC_ID (KIP-516): the replica here belongs to another topic of the
+    same name (deleted and created again), or the request does. Not a disk failure: the replica
+    and its directory stay as they are, and the request is refused for that partition."""
+
+    kafka_error = "INCONSISTENT_TOPIC_ID"
 
 
 class InvalidRequestError(KafkaError):

@@ -23,7 +23,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple, ParamSpec, TypeAlias, TypeVar
 
-from .checkpoints import CheckpointError, format_epochs, parse_epochs
+from .checkpoints import (
+    CheckpointError,
+    format_epochs,
+    format_partition_metadata,
+    parse_epochs,
+    parse_partition_metadata,
+)
 from .clock import wall_ms
 from .diskio import (
     OUT_OF_SPACE,
@@ -36,6 +42,7 @@ from .diskio import (
 )
 from .errors import (
     DuplicateSequenceError,
+    InconsistentTopicIdError,
     InvalidRecordError,
     InvalidRequestError,
     KafkaStorageError,
@@ -50,6 +57,7 @@ from .names import (
     INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
+    PARTITION_METADATA,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TopicPartition,
@@ -218,6 +226,8 @@ class Log:
         # Idempotent producers (issue 18): their epochs and last batches, with the
         # ``<offset>.snapshot`` files beside the segments (see producer_state).
         self.producers = ProducerStateManager(dir_path)
+        self.topic_id: str | None = None
+        """KIP-516: the topic id in ``partition.metadata``; ``None`` until one arrives."""
 
     # -- construction ---------------------------------------------------------------------
 
@@ -233,8 +243,10 @@ class Log:
         is_future: bool = False,
         start_offset: int = 0,
         handles: FileHandles | None = None,
+        topic_id: str | None = None,
     ) -> Log:
-        """Make the replica folder and its first segment. Refused for the process's shortage
+        """Make the replica folder, its first segment and, given a topic id, its
+        ``partition.metadata``. Refused for the process's shortage
         (:class:`ResourceShortageError`: open files, memory), it leaves nothing behind: a
         half-made folder would be loaded as a replica at the next start (issue 14)."""
         log = cls(
@@ -245,6 +257,8 @@ class Log:
                 os.makedirs(dir_path, exist_ok=False)
                 log._add_segment(start_offset)
                 log.log_start_offset = log.recovery_point = log.high_watermark = start_offset
+                if topic_id is not None:
+                    log._write_topic_id(topic_id)
         except ResourceShortageError:
             log._undo_create(start_offset)
             raise
@@ -258,6 +272,8 @@ class Log:
         try:
             with self.channel.guard(self.log_dir, f"remove refused log {self.tp}"):
                 LogSegment.delete_files(self.dir_path, start_offset)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.dir_path, PARTITION_METADATA))
                 with contextlib.suppress(FileNotFoundError):
                     os.rmdir(self.dir_path)
         except ResourceShortageError:
@@ -303,6 +319,7 @@ class Log:
                 log.high_watermark = min(max(high_watermark, log.log_start_offset), leo)
                 log._load_epochs()
                 log._load_producer_state(clean_shutdown)
+                log._load_topic_id()
         except BaseException:
             log.close_quietly()
             raise
@@ -384,6 +401,46 @@ class Log:
         self.epochs = LeaderEpochCache(cache.entries(), self._persist_epochs)
         if from_file and cache.entries() != entries:
             write_or_remove(path, format_epochs(cache.entries()))
+
+    def _load_topic_id(self) -> None:
+        """The topic id from ``partition.metadata``, if the replica has one. A file Kafka's
+        reader would refuse is set aside as unknown (logged) rather than take the directory
+        offline as Kafka would: the next LeaderAndIsr carrying the id writes it again, and a
+        wrong id can only come from a request, where it is checked."""
+        path = os.path.join(self.dir_path, PARTITION_METADATA)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return
+        try:
+            self.topic_id = parse_partition_metadata(data, path)
+        except CheckpointError as e:
+            _log.warning(
+                "unreadable partition.metadata: topic id unknown until the controller sends it",
+                extra={"event": "partition_metadata_unreadable", "path": path, "error": str(e)},
+            )
+
+    def _write_topic_id(self, topic_id: str) -> None:
+        write_atomically(
+            os.path.join(self.dir_path, PARTITION_METADATA), format_partition_metadata(topic_id)
+        )
+        self.topic_id = topic_id
+
+    def assign_topic_id(self, topic_id: str) -> None:
+        """KIP-516: check the request's topic id against the replica's, or record it the
+        first time one arrives (Kafka's ``assignTopicId``). Another id than the one the
+        replica has raises :class:`InconsistentTopicIdError` and changes nothing."""
+        with self.lock:
+            if self.topic_id == topic_id:
+                return
+            if self.topic_id is not None:
+                raise InconsistentTopicIdError(
+                    f"replica {self.tp} in {self.log_dir} has topic id {self.topic_id}, "
+                    f"the request names {topic_id}: refused, nothing changed"
+                )
+            with self._guard("write partition.metadata"):
+                self._write_topic_id(topic_id)
 
     def _scan_epochs(self) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
@@ -1164,6 +1221,7 @@ class Log:
         epochs: list[tuple[int, int]],
         config: LogConfig,
         producers: ProducerStateManager | None = None,
+        topic_id: str | None = None,
     ) -> None:
         """Take over a move source's per-replica state at the swap (KAFKA-9263, KAFKA-15608).
 
@@ -1188,3 +1246,7 @@ class Log:
                 # after the swap is still recognised; its snapshot files come with the other
                 # replica files (LogManager._carry_replica_files).
                 self.producers.copy_from(producers)
+            if topic_id is not None:
+                # The source's id, also when it arrived after this copy was made (the file
+                # itself is carried with the replica's other files).
+                self._write_topic_id(topic_id)
