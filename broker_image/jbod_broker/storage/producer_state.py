@@ -49,11 +49,8 @@ import crc32c
 from .diskio import write_atomically
 from .errors import CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError
 from .names import parse_snapshot_file, snapshot_file_name
+from .records import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP
 
-NO_PRODUCER_ID: Final = -1
-NO_PRODUCER_EPOCH: Final = -1
-NO_SEQUENCE: Final = -1
-NO_TIMESTAMP: Final = -1
 MAX_SEQUENCE: Final = 2**31 - 1
 """Sequences are int32 and wrap from here to 0 (Kafka's ``DefaultRecordBatch``)."""
 
