@@ -14,6 +14,7 @@ so code outside the broker imports every error from this module. The whole tree:
     ├── StorageError                            about logs, disks or records (storage.errors)
     │   ├── OffsetOutOfRangeError, CorruptRecordError, RecordTooLargeError,
     │   │   InvalidRecordError, KafkaStorageError, InsufficientSpaceError,
+    │   │   DuplicateSequenceError, OutOfOrderSequenceError, InvalidProducerEpochError,
     │   │   ResourceShortageError, LogDirNotFoundError, ReplicaNotAvailableError,
     │   │   NoLiveLogDirError
     ├── NotLeaderOrFollowerError                the broker does not host the partition in that role
@@ -41,6 +42,7 @@ from .storage.errors import (
     InconsistentTopicIdError,
     InsufficientSpaceError,
     InvalidLogDirError,
+    InvalidProducerEpochError,
     InvalidRecordError,
     InvalidRequestError,
     InvalidTopicError,
@@ -49,6 +51,7 @@ from .storage.errors import (
     LogDirNotFoundError,
     NoLiveLogDirError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     RecordTooLargeError,
     ReplicaNotAvailableError,
     ResourceShortageError,
@@ -64,6 +67,7 @@ __all__ = [
     "InsufficientSpaceError",
     "InvalidConfigError",
     "InvalidLogDirError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidRequestError",
     "InvalidTopicError",
@@ -75,6 +79,7 @@ __all__ = [
     "NotEnoughReplicasError",
     "NotLeaderOrFollowerError",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
     "PayloadTooLargeError",
     "RecordTooLargeError",
     "ReplicaNotAvailableError",
@@ -155,6 +160,8 @@ HTTP_STATUS: list[tuple[type[KafkaError], int]] = [
     (InvalidConfigError, 400),
     (CorruptRecordError, 400),
     (InvalidRecordError, 400),
+    (OutOfOrderSequenceError, 409),
+    (InvalidProducerEpochError, 409),
     (InvalidRequestError, 400),
     (StaleControllerEpochError, 409),
     (InconsistentTopicIdError, 409),

@@ -48,6 +48,7 @@ from .errors import (
 )
 from .storage.clock import monotonic_ms
 from .storage.errors import (
+    DuplicateSequenceError,
     KafkaStorageError,
     OffsetOutOfRangeError,
 )
@@ -477,6 +478,12 @@ class ReplicaManager:
                     appended += 1
                     self.bytes_in += len(q.data)
                     q.future.set_result(r)
+                elif isinstance(r, DuplicateSequenceError):
+                    # An idempotent producer's retry: success with the original offsets (an
+                    # acks=all wait then covers them as for the first send), as Kafka answers.
+                    q.future.set_result(
+                        AppendInfo(r.first_offset, r.last_offset, 0, 0, 0, r.log_start_offset)
+                    )
                 else:
                     q.future.set_exception(r)
             if appended:

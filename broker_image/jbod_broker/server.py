@@ -50,6 +50,7 @@ from .errors import (
 from .fetcher import FetcherManager
 from .metrics import BrokerMetrics
 from .moves import MoveService
+from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
 from .request_memory import RequestMemoryPool, Reservation
 from .storage.handles import FileHandles, raise_open_file_limit
@@ -105,6 +106,8 @@ class Broker:
         """Requests answered 408 because their body was slower than request.body.timeout.ms."""
         self.metrics = BrokerMetrics(self)
         self.controller: ControllerChannel | None = None
+        self.producer_ids = ProducerIdManager(self._producer_id_block)
+        """InitProducerId (issue 18): the protocol listener calls ``init_producer_id()``."""
         self.startup_report: StartupReport | None = None
         self.ready = False
         self.halted: str | None = None
@@ -112,6 +115,13 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.leader_throttle_replicas: set[TopicPartition] = set()
         self.leader_throttle = AsyncThrottle(config.leader_replication_throttled_rate)
+
+    async def _producer_id_block(self) -> tuple[int, int]:
+        """A block of producer ids from the controller (see ``producer_ids``)."""
+        if self.controller is None:
+            raise RuntimeError("no controller.url: producer ids come from the controller")
+        block = await self.controller.allocate_producer_ids()
+        return block.first_producer_id, block.count
 
     # -- lifecycle ------------------------------------------------------------------------
 

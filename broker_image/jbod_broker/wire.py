@@ -405,6 +405,20 @@ class BrokerHeartbeat(Model):
     offline_log_dirs: list[str] = Field(default_factory=list, max_length=1000)
 
 
+class AllocateProducerIdsRequest(Model):
+    """A broker asks the controller for a block of producer ids (Kafka's
+    AllocateProducerIds, KIP-730): InitProducerId hands them out one by one."""
+
+    broker_id: BrokerId
+
+
+class AllocateProducerIdsResponse(Model):
+    """Ids ``first_producer_id`` to ``first_producer_id + count - 1``, this broker's alone."""
+
+    first_producer_id: int = Field(ge=0, le=2**63 - 1)
+    count: int = Field(ge=1, le=1_000_000)
+
+
 class LogDirEvent(Model):
     """KIP-112's notification, sent to the controller instead of a ZooKeeper znode."""
 

@@ -1103,6 +1103,7 @@ class LogManager:
                 high_watermark=source.high_watermark,
                 epochs=source.epochs.entries(),
                 config=source.config,
+                producers=source.producers,
                 topic_id=source.topic_id,
             )
             self._carry_replica_files(tp, source, future)

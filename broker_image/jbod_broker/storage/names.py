@@ -29,6 +29,7 @@ DELETE_SUFFIX = "-delete"
 STRAY_SUFFIX = "-stray"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
+PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
 
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 _SPECIAL_RE = re.compile(
@@ -36,6 +37,7 @@ _SPECIAL_RE = re.compile(
 )
 _PLAIN_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SEGMENT_RE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
 
 
 # -- topic ids (KIP-516) ----------------------------------------------------------------------
@@ -206,3 +208,13 @@ def parse_segment_file(name: str) -> tuple[int, str] | None:
     if not m:
         return None
     return int(m.group(1)), "." + m.group(2)
+
+
+def snapshot_file_name(offset: int) -> str:
+    """A producer-state snapshot: ``<offset, 20 digits>.snapshot`` (Kafka's ``LogFileUtils``)."""
+    return segment_file_name(offset, PRODUCER_SNAPSHOT_SUFFIX)
+
+
+def parse_snapshot_file(name: str) -> int | None:
+    m = _SNAPSHOT_RE.match(name)
+    return int(m.group(1)) if m else None
