@@ -59,6 +59,7 @@ from .records import (
     DEFAULT_MAX_BATCH_BYTES,
     LOG_OVERHEAD,
     BatchHeader,
+    decode_batch,
     validate_batches,
 )
 from .segment import BatchMeta, LogSegment
@@ -675,6 +676,79 @@ class Log:
                     break  # hidden by max_offset
                 i += 1
             return ReadResult(data, lso, leo, self.high_watermark)
+
+    @_follows_successor
+    def offset_for_timestamp(self, target: int, max_offset: int) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the first record stamped ``target`` or later below
+        ``max_offset`` (exclusive; the high watermark for a consumer): Kafka's ListOffsets by
+        timestamp. The time index names where to start in the first segment that reaches
+        ``target``; the one batch whose max timestamp does is decoded to find the record.
+        ``None``: no such record."""
+        with self.lock, self._guard("read"):
+            for seg in self.segments:
+                if seg.max_timestamp < target:
+                    continue
+                start = max(seg.time_index.lookup(target), self.log_start_offset)
+                found = seg.find_batch(start)
+                if found is None:
+                    continue
+                for pos, hdr in seg.scan(found[0]):
+                    if hdr.base_offset >= max_offset:
+                        return None
+                    if hdr.max_timestamp < target:
+                        continue
+                    hit = self._record_at(seg, pos, hdr, max_offset, target, exact=False)
+                    if hit is not None:
+                        return hit
+            return None
+
+    @_follows_successor
+    def max_timestamp_offset(self, max_offset: int) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the first record with the largest timestamp below
+        ``max_offset``: ListOffsets' MAX_TIMESTAMP (KIP-734). Segments are searched from the
+        one with the largest max timestamp down, and the search stops once no segment left
+        can beat what was found, so usually one segment's batch headers are read."""
+        with self.lock, self._guard("read"):
+            best: tuple[int, int] | None = None
+            for seg in sorted(self.segments, key=lambda s: (-s.max_timestamp, s.base_offset)):
+                if seg.base_offset >= max_offset or (best and seg.max_timestamp < best[0]):
+                    continue
+                for pos, hdr in seg.scan(0):
+                    if hdr.base_offset >= max_offset:
+                        break
+                    if hdr.last_offset < self.log_start_offset:
+                        continue
+                    if (
+                        best is None
+                        or hdr.max_timestamp > best[0]
+                        or (hdr.max_timestamp == best[0] and hdr.base_offset < best[1])
+                    ):
+                        ts = hdr.max_timestamp
+                        hit = self._record_at(seg, pos, hdr, max_offset, ts, exact=True)
+                        if hit is not None:
+                            best = hit
+            return best
+
+    def _record_at(
+        self,
+        seg: LogSegment,
+        pos: int,
+        hdr: BatchHeader,
+        max_offset: int,
+        target: int,
+        *,
+        exact: bool,
+    ) -> tuple[int, int] | None:
+        """The first record of the batch at ``pos`` inside the log's visible range stamped
+        ``target`` (``exact``) or later, as ``(timestamp, offset)``."""
+        _, records = decode_batch(seg.read_bytes(pos, hdr.size_in_bytes))
+        for r in records:
+            ts = r.timestamp
+            if self.log_start_offset <= r.offset < max_offset and (
+                ts == target if exact else ts >= target
+            ):
+                return r.timestamp, r.offset
+        return None
 
     # -- truncation, retention ------------------------------------------------------------
 
