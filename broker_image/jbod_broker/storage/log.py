@@ -697,7 +697,7 @@ class Log:
                         return None
                     if hdr.max_timestamp < target:
                         continue
-                    hit = self._record_at(seg, pos, hdr, max_offset, target, exact=False)
+                    hit = self._record_at(seg, pos, hdr, max_offset, target)
                     if hit is not None:
                         return hit
             return None
@@ -710,24 +710,48 @@ class Log:
         can beat what was found, so usually one segment's batch headers are read."""
         with self.lock, self._guard("read"):
             best: tuple[int, int] | None = None
+
+            def beats(ts: int, offset: int) -> bool:
+                return best is None or ts > best[0] or (ts == best[0] and offset < best[1])
+
             for seg in sorted(self.segments, key=lambda s: (-s.max_timestamp, s.base_offset)):
                 if seg.base_offset >= max_offset or (best and seg.max_timestamp < best[0]):
                     continue
+                # Headers alone pick the batch; only it (and a batch straddling the log start,
+                # whose max may be invisible) is decoded.
+                top: tuple[int, BatchHeader] | None = None
                 for pos, hdr in seg.scan(0):
                     if hdr.base_offset >= max_offset:
                         break
                     if hdr.last_offset < self.log_start_offset:
                         continue
-                    if (
-                        best is None
-                        or hdr.max_timestamp > best[0]
-                        or (hdr.max_timestamp == best[0] and hdr.base_offset < best[1])
-                    ):
-                        ts = hdr.max_timestamp
-                        hit = self._record_at(seg, pos, hdr, max_offset, ts, exact=True)
-                        if hit is not None:
+                    if hdr.base_offset < self.log_start_offset:
+                        hit = self._visible_max(seg, pos, hdr, max_offset)
+                        if hit is not None and beats(*hit):
                             best = hit
+                    elif beats(hdr.max_timestamp, hdr.base_offset) and (
+                        top is None or hdr.max_timestamp > top[1].max_timestamp
+                    ):
+                        top = (pos, hdr)
+                if top is not None:
+                    hit = self._record_at(seg, top[0], top[1], max_offset, top[1].max_timestamp)
+                    if hit is not None and beats(*hit):
+                        best = hit
             return best
+
+    def _visible_max(
+        self, seg: LogSegment, pos: int, hdr: BatchHeader, max_offset: int
+    ) -> tuple[int, int] | None:
+        """The first record with the largest timestamp among the batch's records inside the
+        visible range (a batch may straddle the log start offset)."""
+        _, records = decode_batch(seg.read_bytes(pos, hdr.size_in_bytes))
+        best: tuple[int, int] | None = None
+        for r in records:
+            if self.log_start_offset <= r.offset < max_offset and (
+                best is None or r.timestamp > best[0]
+            ):
+                best = (r.timestamp, r.offset)
+        return best
 
     def _record_at(
         self,
@@ -736,17 +760,12 @@ class Log:
         hdr: BatchHeader,
         max_offset: int,
         target: int,
-        *,
-        exact: bool,
     ) -> tuple[int, int] | None:
         """The first record of the batch at ``pos`` inside the log's visible range stamped
-        ``target`` (``exact``) or later, as ``(timestamp, offset)``."""
+        ``target`` or later, as ``(timestamp, offset)``."""
         _, records = decode_batch(seg.read_bytes(pos, hdr.size_in_bytes))
         for r in records:
-            ts = r.timestamp
-            if self.log_start_offset <= r.offset < max_offset and (
-                ts == target if exact else ts >= target
-            ):
+            if self.log_start_offset <= r.offset < max_offset and r.timestamp >= target:
                 return r.timestamp, r.offset
         return None
 
