@@ -32,6 +32,7 @@ from kio.serial import entity_reader
 
 from jbod_broker.local import LocalCluster
 from jbod_broker.storage.records import build_batch
+from tests.broker_metrics import scrape
 from tests.integration.controller_stub import ControllerStub
 from tests.integration.kafka_wire import call, closed_by_peer, encode_request, read_response
 
@@ -228,6 +229,8 @@ async def test_oversized_requests_are_refused_before_they_are_read(env: Env) -> 
     errors = env.protocol_errors()
     assert any(f"larger than socket.request.max.bytes={MAX_REQUEST}" in e for e in errors)
     await still_serves(env, 0)
+    m = await asyncio.to_thread(scrape, env.cluster[0].url)
+    assert m["jbod_kafka_connections_closed_for_errors_total"] == 2
 
 
 async def test_bad_batches_and_wrong_partitions_get_kafka_error_codes(env: Env) -> None:
@@ -279,3 +282,6 @@ async def test_a_thousand_connections_pipelining_are_all_answered_in_order(env: 
     await asyncio.gather(*(one(i) for i in range(1000)))
     assert not env.protocol_errors()
     await still_serves(env, 0)
+    m = await asyncio.to_thread(scrape, env.cluster[0].url)
+    assert m["jbod_kafka_requests_total"] >= 3000
+    assert m["jbod_kafka_connections_closed_for_errors_total"] == 0
