@@ -285,3 +285,21 @@ async def test_a_thousand_connections_pipelining_are_all_answered_in_order(env: 
     m = await asyncio.to_thread(scrape, env.cluster[0].url)
     assert m["jbod_kafka_requests_total"] >= 3000
     assert m["jbod_kafka_connections_closed_for_errors_total"] == 0
+
+
+async def test_acks_0_is_not_answered_and_a_failed_one_closes_the_connection(env: Env) -> None:
+    """Kafka's acks=0: no response; a produce that failed closes the connection instead, the
+    one signal such a producer gets. The next request on a good connection is answered."""
+    reader, writer = await env.connect()
+    try:
+        writer.write(encode_request(produce_request(batch(2), acks=0), 1))
+        writer.write(encode_request(metadata_request(), 2))
+        await writer.drain()
+        cid, _ = await read_response(reader, 3, 12)
+        assert cid == 2  # the produce took no answer; the metadata request after it did
+    finally:
+        writer.close()
+    assert await env.log_end() == 2
+    await send_and_expect_close(env, encode_request(produce_request(b"\x00" * 70, acks=0)))
+    assert any("an acks=0 produce failed" in e for e in env.protocol_errors())
+    await still_serves(env, 2)

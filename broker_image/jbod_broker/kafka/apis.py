@@ -43,6 +43,13 @@ MAX_FETCH_WAIT_MS = 60_000
 Handler = Callable[["Broker", Request], Awaitable[Any]]
 
 
+class Close:
+    """A handler's answer that is no response: close the connection, logging ``reason``."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
 # -- ApiVersions ------------------------------------------------------------------------------
 
 
@@ -115,7 +122,7 @@ async def metadata(b: Broker, req: Request) -> Any:
         parts = by_topic.get(name)
         err = ErrorCode.none
         if name is None:
-            err = ErrorCode.invalid_request  # a topic ID alone: there are no topic IDs yet
+            err = ErrorCode.unknown_topic_id  # a topic ID alone: there are no topic IDs yet
         else:
             try:
                 validate_topic(name)
@@ -170,8 +177,10 @@ def _partition_metadata(m: Any, pm: wire.PartitionMetadata, live: set[int]) -> A
 
 async def produce(b: Broker, req: Request) -> Any:
     """Each partition's batches go to the replica manager's produce, all partitions at once
-    (an acks=all wait on one does not hold up the others). acks=0 is not answered, as in
-    Kafka; a partition that fails gets its error code and message, the others are written."""
+    (an acks=all wait on one does not hold up the others). A partition that fails gets its
+    error code and message, the others are written. acks=0 is not answered, as in Kafka; if a
+    partition failed, the connection is closed instead (:data:`CLOSE`), which is how Kafka
+    tells an acks=0 producer that something went wrong."""
     body = req.body
     acks = int(body.acks)
     timeout_ms = max(0, int(body.timeout.total_seconds() * 1000))
@@ -207,7 +216,8 @@ async def produce(b: Broker, req: Request) -> Any:
     jobs = [(t.name, [one(t.name, p) for p in t.partition_data]) for t in body.topic_data]
     flat = await asyncio.gather(*(j for _, js in jobs for j in js))
     if acks == 0:
-        return None
+        failed = [p.error_message or p.error_code.name for p in flat if p.error_code]
+        return Close(f"an acks=0 produce failed: {'; '.join(failed)}") if failed else None
     topics, i = [], 0
     for name, js in jobs:
         topics.append(

@@ -29,7 +29,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from ..request_memory import Reservation
-from .apis import HANDLERS
+from .apis import HANDLERS, Close
 from .protocol import SIZE, ProtocolError, encode_response, parse_request
 
 if TYPE_CHECKING:
@@ -154,6 +154,8 @@ class KafkaListener:
             finally:
                 held.release()
             self.requests[req.api_name] += 1
+            if isinstance(response, Close):
+                raise ProtocolError(response.reason)
             if response is not None:
                 writer.write(encode_response(req.correlation_id, response))
                 await writer.drain()
