@@ -12,11 +12,19 @@ replica manager and the server take their values from :class:`BrokerConfig`.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .storage import topic_configs
 from .storage.checkpoints import parse_properties
@@ -52,6 +60,16 @@ class BrokerConfig(BaseModel):
     log_dirs: Annotated[list[str], Field(alias="log.dirs", min_length=1)]
     listeners: Annotated[str, Field(alias="listeners")] = "http://127.0.0.1:9092"
     advertised_url: Annotated[str | None, Field(alias="advertised.url")] = None
+    kafka_listeners: Annotated[str | None, Field(alias="kafka.listeners")] = None
+    """The Kafka protocol listener (issue 18), in Kafka's ``listeners`` syntax:
+    ``PLAINTEXT://HOST:PORT`` (an empty HOST or ``0.0.0.0`` binds every interface). Named apart
+    from ``listeners``, which has always been the HTTP API's, so existing configs keep their
+    meaning; unset, the broker speaks HTTP only."""
+    kafka_advertised_listeners: Annotated[str | None, Field(alias="kafka.advertised.listeners")] = (
+        None
+    )
+    """What clients are told to connect to (Metadata), as Kafka's ``advertised.listeners``;
+    default: ``kafka.listeners``. In Kubernetes, the pod's name in the headless Service."""
     controller_url: Annotated[str | None, Field(alias="controller.url")] = None
     token_file: Annotated[str | None, Field(alias="token.file")] = None
     auth_disabled: Annotated[bool, Field(alias="auth.disabled")] = False
@@ -169,6 +187,36 @@ class BrokerConfig(BaseModel):
             raise ValueError(f"{v!r} must look like http://HOST:PORT")
         return v
 
+    @field_validator("kafka_listeners", "kafka_advertised_listeners")
+    @classmethod
+    def _kafka_listener(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_kafka_listener(v)
+        return v
+
+    @model_validator(mode="after")
+    def _advertisable(self) -> BrokerConfig:
+        adv = self.kafka_advertised
+        if adv is not None and adv[0] in ("", "0.0.0.0", "::"):
+            raise ValueError(
+                "kafka.advertised.listeners: clients cannot connect to a wildcard address; "
+                "set it when kafka.listeners binds every interface"
+            )
+        if self.kafka_advertised_listeners is not None and self.kafka_listeners is None:
+            raise ValueError("kafka.advertised.listeners is set but kafka.listeners is not")
+        return self
+
+    @property
+    def kafka_bind(self) -> tuple[str, int] | None:
+        """Where the Kafka listener binds; ``None``: no Kafka listener."""
+        return None if self.kafka_listeners is None else parse_kafka_listener(self.kafka_listeners)
+
+    @property
+    def kafka_advertised(self) -> tuple[str, int] | None:
+        """The ``(host, port)`` clients reach the Kafka listener at."""
+        v = self.kafka_advertised_listeners or self.kafka_listeners
+        return None if v is None else parse_kafka_listener(v)
+
     @property
     def host(self) -> str:
         return urlparse(self.listeners).hostname or "127.0.0.1"
@@ -233,6 +281,21 @@ class BrokerConfig(BaseModel):
         if len(token) < 16:
             raise ConfigError(f"token.file {self.token_file}: the token is shorter than 16 chars")
         return token
+
+
+_KAFKA_LISTENER = re.compile(
+    r"PLAINTEXT://(?P<host>[A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})"
+)
+
+
+def parse_kafka_listener(v: str) -> tuple[str, int]:
+    """``PLAINTEXT://HOST:PORT`` as ``(HOST, PORT)``: Kafka's listener syntax, one PLAINTEXT
+    listener (no TLS or SASL yet, so no other security protocol or listener name means
+    anything here; refused rather than ignored)."""
+    m = _KAFKA_LISTENER.fullmatch(v.strip())
+    if m is None or not 0 <= int(m["port"]) <= 65535:
+        raise ValueError(f"{v!r} must look like PLAINTEXT://HOST:PORT (one PLAINTEXT listener)")
+    return m["host"].strip("[]"), int(m["port"])
 
 
 def _field_name(loc: tuple[int | str, ...]) -> str:

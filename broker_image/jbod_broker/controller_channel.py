@@ -40,11 +40,14 @@ class ControllerChannel:
         backoff_max_ms: int = 5000,
         heartbeat_interval_ms: int = 1000,
         offline_dirs: Callable[[], list[str]] = list,
+        kafka_endpoint: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
         self._current = 0
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.offline_dirs = offline_dirs
+        self.kafka_endpoint = kafka_endpoint
+        """The broker's advertised Kafka listener, sent with every heartbeat (issue 18)."""
         self.heartbeats_sent = 0
         self.broker_id = broker_id
         self.token = token
@@ -75,7 +78,9 @@ class ControllerChannel:
                 await self._post(
                     HEARTBEAT,
                     wire.BrokerHeartbeat(
-                        broker_id=self.broker_id, offline_log_dirs=self.offline_dirs()
+                        broker_id=self.broker_id,
+                        offline_log_dirs=self.offline_dirs(),
+                        kafka_endpoint=self.kafka_endpoint(),
                     ),
                 )
                 self.heartbeats_sent += 1

@@ -2,7 +2,8 @@
 
 In Kubernetes each broker is a pod with one PVC per log dir; here each is a child process with
 one directory per "disk" under a base folder. Same code path otherwise: the same config file
-format, the same token file, the same HTTP API.
+format, the same token file, the same HTTP API, and a Kafka listener on a loopback port
+(:attr:`LocalCluster.bootstrap_servers`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class LocalBroker:
     token_file: str
     num_dirs: int = 3
     port: int = field(default_factory=free_port)
+    kafka_port: int = field(default_factory=free_port)
+    """The Kafka protocol listener's port (issue 18); the same across restarts."""
     controller_url: str | None = None
     settings: dict[str, str] = field(default_factory=dict)
     dir_names: list[str] | None = None
@@ -57,6 +60,11 @@ class LocalBroker:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def kafka_endpoint(self) -> str:
+        """``HOST:PORT`` of the broker's Kafka listener: what a Kafka client bootstraps from."""
+        return f"127.0.0.1:{self.kafka_port}"
 
     @property
     def home(self) -> str:
@@ -81,6 +89,7 @@ class LocalBroker:
             "broker.id": str(self.broker_id),
             "log.dirs": ",".join(self.log_dirs),
             "listeners": self.url,
+            "kafka.listeners": f"PLAINTEXT://{self.kafka_endpoint}",
             "token.file": self.token_file,
             **({"controller.url": self.controller_url} if self.controller_url else {}),
             **self.settings,
@@ -228,6 +237,11 @@ class LocalCluster:
         b.stop()
         b.dir_names = list(dir_names)
         b.start()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Every broker's Kafka listener, as a Kafka client's ``bootstrap.servers``."""
+        return ",".join(b.kafka_endpoint for b in self.brokers)
 
     def endpoints(self) -> dict[str, str]:
         """Broker id → URL, the shape of the operator's broker endpoints file."""

@@ -172,6 +172,22 @@ class BrokerMetrics:
             "Segment files opened, reopens included (far above the replicas used: budget short)",
             lambda: lm.handles.opens,
         )
+        # Issue 18: the Kafka protocol listener (zero without one).
+        gauge(
+            "jbod_kafka_connections",
+            "Kafka protocol connections open now",
+            lambda: broker.kafka.open_connections if broker.kafka else 0,
+        )
+        counter_fn(
+            "jbod_kafka_requests_total",
+            "Kafka protocol requests answered",
+            lambda: sum(broker.kafka.requests.values()) if broker.kafka else 0,
+        )
+        counter_fn(
+            "jbod_kafka_connections_closed_for_errors_total",
+            "Kafka connections closed for what their client sent (kafka_protocol_error in the log)",
+            lambda: broker.kafka.closed_for_errors if broker.kafka else 0,
+        )
         gauge(
             "jbod_controller_requests_pending",
             "AlterPartition/log dir events not yet acknowledged",

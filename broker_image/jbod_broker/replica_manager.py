@@ -498,18 +498,40 @@ class ReplicaManager:
         self, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int, epoch: int = -1
     ) -> ReadResult:
         """Consumers read up to the high watermark; an empty read may long-poll."""
-        p = self.leader_partition(tp)
-        self.check_leader_epoch(p, epoch)
         deadline = time.monotonic() + max_wait_ms / 1000
         while True:
-            lg = self.log_of(p)
-            res = lg.read(offset, max_bytes, max_offset=lg.high_watermark)
+            res = self.read_for_consumer(tp, offset, max_bytes, epoch)
             remaining = deadline - time.monotonic()
             if res.data or remaining <= 0:
-                self.bytes_out += len(res.data)
                 return res
-            await p.wait(remaining)
-            p = self.leader_partition(tp)
+            await self.partition(tp).wait(remaining)
+
+    def read_for_consumer(
+        self, tp: TopicPartition, offset: int, max_bytes: int, epoch: int = -1
+    ) -> ReadResult:
+        """One read for a consumer, without waiting: the leader's log up to the high
+        watermark, at the consumer's leader epoch. The rule both front ends (HTTP and Kafka's
+        Fetch) read by; their long polls wait with :meth:`wait_for_any` between reads."""
+        p = self.leader_partition(tp)
+        self.check_leader_epoch(p, epoch)
+        lg = self.log_of(p)
+        res = lg.read(offset, max_bytes, max_offset=lg.high_watermark)
+        self.bytes_out += len(res.data)
+        return res
+
+    async def wait_for_any(self, tps: list[TopicPartition], timeout_s: float) -> None:
+        """Until data or the high watermark moves on one of ``tps`` (or leadership changes),
+        or ``timeout_s``: the long poll of a fetch naming several partitions."""
+        parts = [p for tp in tps if (p := self.partitions.get(tp)) is not None]
+        if not parts:
+            await asyncio.sleep(timeout_s)
+            return
+        futs = [asyncio.ensure_future(p.wait(timeout_s)) for p in parts]
+        try:
+            await asyncio.wait(futs, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for f in futs:
+                f.cancel()
 
     def fetch_for_follower(
         self, replica_id: int, fp: wire.FetchPartition, throttled: bool

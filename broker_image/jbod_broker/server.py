@@ -48,6 +48,7 @@ from .errors import (
     http_status,
 )
 from .fetcher import FetcherManager
+from .kafka.listener import KafkaListener
 from .metrics import BrokerMetrics
 from .moves import MoveService
 from .producer_ids import ProducerIdManager
@@ -115,6 +116,22 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.leader_throttle_replicas: set[TopicPartition] = set()
         self.leader_throttle = AsyncThrottle(config.leader_replication_throttled_rate)
+        self.kafka: KafkaListener | None = (
+            KafkaListener(self) if config.kafka_listeners is not None else None
+        )
+        """The Kafka protocol listener (issue 18), when ``kafka.listeners`` is set."""
+
+    @property
+    def kafka_endpoint(self) -> str | None:
+        """``HOST:PORT`` Kafka clients are told to reach this broker at (Metadata, and the
+        controller through heartbeats); ``None`` until the listener is bound, or without one.
+        An advertised port 0 means the port the listener was given."""
+        adv = self.config.kafka_advertised
+        if adv is None or self.kafka is None or not self.kafka.port:
+            return None
+        host, port = adv
+        host = f"[{host}]" if ":" in host else host
+        return f"{host}:{port or self.kafka.port}"
 
     async def _producer_id_block(self) -> tuple[int, int]:
         """A block of producer ids from the controller (see ``producer_ids``)."""
@@ -131,6 +148,9 @@ class Broker:
         self.logs.on_no_live_dirs(self._halt)
         self.logs.add_offline_listener(self._dir_offline)
         self.startup_report = await self._loop.run_in_executor(None, self.moves.start_storage)
+        if self.kafka is not None:
+            # Bound before the first heartbeat, which tells the controller where it is.
+            await self.kafka.start()
         if self.config.controller_url:
             self.controller = ControllerChannel(
                 self.config.controller_url,
@@ -141,6 +161,7 @@ class Broker:
                 backoff_max_ms=self.config.controller_retry_backoff_max_ms,
                 heartbeat_interval_ms=self.config.broker_heartbeat_interval_ms,
                 offline_dirs=lambda: sorted(self.logs.offline_dirs()),
+                kafka_endpoint=lambda: self.kafka_endpoint,
             )
             self.controller.start()
             self.replicas.send_alter_partition = self.controller.alter_partition
@@ -201,6 +222,8 @@ class Broker:
     async def stop(self) -> None:
         """Graceful shutdown: stop fetching and moving, flush, checkpoint, mark clean."""
         self.ready = False
+        if self.kafka is not None:
+            await self.kafka.stop()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

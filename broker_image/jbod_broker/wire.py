@@ -299,10 +299,35 @@ BrokerUrl = Annotated[
 ]
 
 
+_KAFKA_ENDPOINT = re.compile(r"(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
+
+
+def _kafka_endpoint(v: str) -> str:
+    """Where Kafka clients reach a broker (issue 18): ``HOST:PORT``, what Metadata hands them."""
+    m = _KAFKA_ENDPOINT.fullmatch(v)
+    if m is None or not 0 < int(m["port"]) <= 65535:
+        raise ValueError(f"{v!r} must look like HOST:PORT")
+    return v
+
+
+KafkaEndpoint = Annotated[
+    str, StringConstraints(min_length=1, max_length=1024), AfterValidator(_kafka_endpoint)
+]
+
+
+def split_kafka_endpoint(v: str) -> tuple[str, int]:
+    """``HOST:PORT`` (a valid :data:`KafkaEndpoint`) as ``(HOST, PORT)``."""
+    host, _, port = v.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
 class BrokerEndpoint(Model):
     broker_id: BrokerId
     url: BrokerUrl
     rack: str | None = None
+    kafka_endpoint: KafkaEndpoint | None = None
+    """The broker's advertised Kafka listener, learnt from its heartbeats; ``None`` for a
+    broker without one (it is then left out of Kafka Metadata responses)."""
 
 
 class LeaderAndIsrRequest(Model):
@@ -403,6 +428,9 @@ class BrokerHeartbeat(Model):
 
     broker_id: BrokerId
     offline_log_dirs: list[str] = Field(default_factory=list, max_length=1000)
+    kafka_endpoint: KafkaEndpoint | None = None
+    """The broker's advertised Kafka listener (``kafka.advertised.listeners``): the controller
+    passes every live broker's in UpdateMetadata, so each can answer Metadata for all."""
 
 
 class AllocateProducerIdsRequest(Model):

@@ -43,6 +43,8 @@ class ControllerStub:
         self.dead: set[int] = set()
         self.next_producer_id = 0
         self.heartbeats: dict[int, int] = {}
+        self.kafka_endpoints: dict[int, str] = {}
+        """Each broker's advertised Kafka listener, from its heartbeats (as the operator)."""
         self._runner: web.AppRunner | None = None
         self._clients: dict[int, BrokerClient] = {}
 
@@ -121,6 +123,8 @@ class ControllerStub:
     async def _heartbeat(self, request: web.Request) -> web.Response:
         hb = wire.BrokerHeartbeat.model_validate_json(await request.read())
         self.heartbeats[hb.broker_id] = self.heartbeats.get(hb.broker_id, 0) + 1
+        if hb.kafka_endpoint is not None:
+            self.kafka_endpoints[hb.broker_id] = hb.kafka_endpoint
         return web.json_response({"ok": True})
 
     async def _allocate_producer_ids(self, request: web.Request) -> web.Response:
@@ -147,7 +151,12 @@ class ControllerStub:
 
     def endpoints(self) -> list[wire.BrokerEndpoint]:
         assert self.cluster is not None
-        return [wire.BrokerEndpoint(broker_id=b, url=self.cluster[b].url) for b in self.live()]
+        return [
+            wire.BrokerEndpoint(
+                broker_id=b, url=self.cluster[b].url, kafka_endpoint=self.kafka_endpoints.get(b)
+            )
+            for b in self.live()
+        ]
 
     def partition_state(self, tp: TopicPartition, broker: int) -> wire.LeaderAndIsrPartition:
         st = self.state[tp]

@@ -85,8 +85,9 @@ def healthcheck_argv() -> list[str]:
 
 
 def exposed_port() -> int:
+    """The HTTP API's port, exposed first; the Kafka listener's (issue 18) follows it."""
     ports = [int(w.split("/")[0]) for i in instructions("EXPOSE") for w in i.words()]
-    assert len(ports) == 1, ports
+    assert len(ports) == 2 and ports[1] == 9093, ports
     return ports[0]
 
 

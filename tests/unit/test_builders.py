@@ -200,7 +200,10 @@ def test_container_image_ports_resources() -> None:
     c = container(sts_of(bc))
     assert c["image"] == "registry.local/broker:1.2"
     assert c["imagePullPolicy"] == "Always"
-    assert c["ports"] == [{"name": "http", "containerPort": 9092, "protocol": "TCP"}]
+    assert c["ports"] == [
+        {"name": "http", "containerPort": 9092, "protocol": "TCP"},
+        {"name": "kafka", "containerPort": 9093, "protocol": "TCP"},
+    ]
     assert c["resources"] == {
         "requests": {"cpu": "500m", "memory": "1Gi"},
         "limits": {"memory": "2Gi"},
@@ -292,7 +295,8 @@ def test_headless_service() -> None:
     assert svc["spec"]["clusterIP"] == "None"
     assert svc["spec"]["publishNotReadyAddresses"] is True
     assert svc["spec"]["ports"] == [
-        {"name": "http", "port": 9092, "targetPort": "http", "protocol": "TCP"}
+        {"name": "http", "port": 9092, "targetPort": "http", "protocol": "TCP"},
+        {"name": "kafka", "port": 9093, "targetPort": "kafka", "protocol": "TCP"},
     ]
     assert svc["spec"]["selector"] == builders.selector_labels(cluster())
 
@@ -305,6 +309,7 @@ def test_configmap_server_properties_sorted() -> None:
     lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
     assert lines == [
         "listeners=http://0.0.0.0:9092",
+        "kafka.listeners=PLAINTEXT://:9093",
         "min.insync.replicas=2",
         "num.replica.fetchers=2",
     ]
@@ -317,6 +322,7 @@ def test_server_properties_parse_back_with_the_brokers_parser() -> None:
     text = builders.render_server_properties(bc)
     assert parse_properties(text.encode()) == {
         "listeners": "http://0.0.0.0:9092",
+        "kafka.listeners": "PLAINTEXT://:9093",
         "log.retention.ms": "1000",
         "x.y": "a=b",
     }

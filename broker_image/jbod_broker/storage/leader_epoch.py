@@ -47,6 +47,12 @@ class LeaderEpochCache:
         self._starts.append(start_offset)
         self._flush()
 
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch whose leader wrote ``offset`` (the last to start at or before it); -1 when
+        no entry is that old. ListOffsets answers it beside an offset found by timestamp."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        return self._epochs[i] if i >= 0 else -1
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest epoch <= ``epoch``, offset where it ends) — OffsetsForLeaderEpoch.
 

@@ -79,6 +79,7 @@ from .records import (
     DEFAULT_MAX_BATCH_BYTES,
     LOG_OVERHEAD,
     BatchHeader,
+    decode_batch,
     validate_batches,
 )
 from .segment import BatchMeta, LogSegment
@@ -924,6 +925,98 @@ class Log:
                     break  # hidden by max_offset
                 i += 1
             return ReadResult(data, lso, leo, self.high_watermark)
+
+    @_follows_successor
+    def offset_for_timestamp(self, target: int, max_offset: int) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the first record stamped ``target`` or later below
+        ``max_offset`` (exclusive; the high watermark for a consumer): Kafka's ListOffsets by
+        timestamp. The time index names where to start in the first segment that reaches
+        ``target``; the one batch whose max timestamp does is decoded to find the record.
+        ``None``: no such record."""
+        with self.lock, self._guard("read"):
+            for seg in self.segments:
+                if seg.max_timestamp < target:
+                    continue
+                start = max(seg.time_index.lookup(target), self.log_start_offset)
+                found = seg.find_batch(start)
+                if found is None:
+                    continue
+                for pos, hdr in seg.scan(found[0]):
+                    if hdr.base_offset >= max_offset:
+                        return None
+                    if hdr.max_timestamp < target:
+                        continue
+                    hit = self._record_at(seg, pos, hdr, max_offset, target)
+                    if hit is not None:
+                        return hit
+            return None
+
+    @_follows_successor
+    def max_timestamp_offset(self, max_offset: int) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the first record with the largest timestamp below
+        ``max_offset``: ListOffsets' MAX_TIMESTAMP (KIP-734). Segments are searched from the
+        one with the largest max timestamp down, and the search stops once no segment left
+        can beat what was found, so usually one segment's batch headers are read."""
+        with self.lock, self._guard("read"):
+            best: tuple[int, int] | None = None
+
+            def beats(ts: int, offset: int) -> bool:
+                return best is None or ts > best[0] or (ts == best[0] and offset < best[1])
+
+            for seg in sorted(self.segments, key=lambda s: (-s.max_timestamp, s.base_offset)):
+                if seg.base_offset >= max_offset or (best and seg.max_timestamp < best[0]):
+                    continue
+                # Headers alone pick the batch; only it (and a batch straddling the log start,
+                # whose max may be invisible) is decoded.
+                top: tuple[int, BatchHeader] | None = None
+                for pos, hdr in seg.scan(0):
+                    if hdr.base_offset >= max_offset:
+                        break
+                    if hdr.last_offset < self.log_start_offset:
+                        continue
+                    if hdr.base_offset < self.log_start_offset:
+                        hit = self._visible_max(seg, pos, hdr, max_offset)
+                        if hit is not None and beats(*hit):
+                            best = hit
+                    elif beats(hdr.max_timestamp, hdr.base_offset) and (
+                        top is None or hdr.max_timestamp > top[1].max_timestamp
+                    ):
+                        top = (pos, hdr)
+                if top is not None:
+                    hit = self._record_at(seg, top[0], top[1], max_offset, top[1].max_timestamp)
+                    if hit is not None and beats(*hit):
+                        best = hit
+            return best
+
+    def _visible_max(
+        self, seg: LogSegment, pos: int, hdr: BatchHeader, max_offset: int
+    ) -> tuple[int, int] | None:
+        """The first record with the largest timestamp among the batch's records inside the
+        visible range (a batch may straddle the log start offset)."""
+        _, records = decode_batch(seg.read_bytes(pos, hdr.size_in_bytes))
+        best: tuple[int, int] | None = None
+        for r in records:
+            if self.log_start_offset <= r.offset < max_offset and (
+                best is None or r.timestamp > best[0]
+            ):
+                best = (r.timestamp, r.offset)
+        return best
+
+    def _record_at(
+        self,
+        seg: LogSegment,
+        pos: int,
+        hdr: BatchHeader,
+        max_offset: int,
+        target: int,
+    ) -> tuple[int, int] | None:
+        """The first record of the batch at ``pos`` inside the log's visible range stamped
+        ``target`` or later, as ``(timestamp, offset)``."""
+        _, records = decode_batch(seg.read_bytes(pos, hdr.size_in_bytes))
+        for r in records:
+            if self.log_start_offset <= r.offset < max_offset and r.timestamp >= target:
+                return r.timestamp, r.offset
+        return None
 
     # -- truncation, retention ------------------------------------------------------------
 

@@ -39,6 +39,18 @@ class BrokerPool:
         self._tokens: dict[tuple[str, str], str] = {}
         self.controller_epoch = 0
         """Set from the Lease when this operator becomes active; sent with every request."""
+        self.kafka_endpoints: dict[tuple[str, str], dict[int, str]] = {}
+        """Each broker's advertised Kafka listener as its heartbeats last said (issue 18):
+        passed on in every endpoint list, so brokers answer Kafka Metadata for each other."""
+
+    def note_kafka_endpoint(
+        self, namespace: str, cluster: str, broker_id: int, endpoint: str | None
+    ) -> None:
+        known = self.kafka_endpoints.setdefault((namespace, cluster), {})
+        if endpoint is None:
+            known.pop(broker_id, None)
+        else:
+            known[broker_id] = endpoint
 
     def _endpoints_file(self) -> dict[str, dict[str, str]]:
         path = self.settings.broker_endpoints_file
@@ -61,7 +73,13 @@ class BrokerPool:
         )
 
     def endpoints(self, namespace: str, cluster: str, ids: list[int]) -> list[wire.BrokerEndpoint]:
-        return [wire.BrokerEndpoint(broker_id=i, url=self.url(namespace, cluster, i)) for i in ids]
+        kafka = self.kafka_endpoints.get((namespace, cluster), {})
+        return [
+            wire.BrokerEndpoint(
+                broker_id=i, url=self.url(namespace, cluster, i), kafka_endpoint=kafka.get(i)
+            )
+            for i in ids
+        ]
 
     async def token(self, namespace: str, cluster: str) -> str | None:
         key = (namespace, cluster)

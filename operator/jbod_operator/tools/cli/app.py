@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from . import log_dirs, logdirmove, reassignment, reassignments, rebalance
+from . import cluster, log_dirs, logdirmove, reassignment, reassignments, rebalance
 from .common import CliError
 
 PROG = "jbod-ctl"
@@ -33,6 +33,7 @@ COMMANDS: dict[tuple[str, str], Callable[[argparse.Namespace], int]] = {
     ("rebalance", "approve"): rebalance.cmd_command,
     ("rebalance", "refresh"): rebalance.cmd_command,
     ("rebalance", "stop"): rebalance.cmd_command,
+    ("cluster", "bootstrap-servers"): cluster.cmd_bootstrap_servers,
 }
 """(command, action) → the function that runs it and returns the exit code."""
 
@@ -42,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog=PROG,
         description="Daily operations on JBOD broker clusters: log dirs, reassignments, moves, "
-        "rebalances.",
+        "rebalances, Kafka bootstrap servers.",
     )
     sub = ap.add_subparsers(dest="group", required=True, metavar="COMMAND")
     log_dirs.add_parser(sub)
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     logdirmove.add_parser(sub)
     reassignments.add_parser(sub)
     rebalance.add_parser(sub)
+    cluster.add_parser(sub)
     return ap
 
 

@@ -1,0 +1,482 @@
+"""One handler per Kafka API, over the broker's replica manager (issue 18).
+
+The handlers translate: a Kafka request becomes the replica manager's calls (the same the HTTP
+API makes), its results and errors become Kafka's response entities and codes
+(:mod:`.errors`). Every rule (leadership, acks and min ISR, the high watermark, leader-epoch
+fencing, validation of batches) stays in the replica manager and the log, so both front ends
+answer alike.
+
+Versions: a handler builds its response with :func:`.protocol.make` from kio's module of the
+request's version, naming every field any served version may carry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from .. import wire
+from ..errors import KafkaError
+from ..storage.names import TopicPartition, parse_topic_id, validate_topic
+from . import protocol
+from .errors import error_code, error_code_by_name
+from .protocol import Request, make, response_module
+
+if TYPE_CHECKING:
+    from ..server import Broker
+
+NO_THROTTLE = datetime.timedelta(0)
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+READ_COMMITTED = 1
+MAX_FETCH_WAIT_MS = 60_000
+"""The longest a Fetch long-polls, whatever it asks (clients ask for 500 ms by default)."""
+
+Handler = Callable[["Broker", Request], Awaitable[Any]]
+
+
+class Close:
+    """A handler's answer that is no response: close the connection, logging ``reason``."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+# -- ApiVersions ------------------------------------------------------------------------------
+
+
+def api_versions_response(version: int, error: ErrorCode = ErrorCode.none) -> Any:
+    """The advertised versions (:data:`.protocol.SUPPORTED`). For an ApiVersions version
+    this broker does not know, Kafka's answer: v0, UNSUPPORTED_VERSION, and the ApiVersions
+    range alone, so the client retries with a version in it."""
+    m = response_module(protocol.API_VERSIONS, version)
+    ranges = (
+        protocol.SUPPORTED
+        if error == ErrorCode.none
+        else {protocol.API_VERSIONS: protocol.SUPPORTED[protocol.API_VERSIONS]}
+    )
+    return make(
+        m.ApiVersionsResponse,
+        error_code=error,
+        api_keys=tuple(
+            make(m.ApiVersion, api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(ranges.items())
+        ),
+        throttle_time=NO_THROTTLE,
+    )
+
+
+async def api_versions(b: Broker, req: Request) -> Any:
+    if req.body is None:
+        return api_versions_response(0, ErrorCode.unsupported_version)
+    return api_versions_response(req.version)
+
+
+# -- Metadata ---------------------------------------------------------------------------------
+
+
+async def metadata(b: Broker, req: Request) -> Any:
+    """Brokers with their advertised Kafka endpoints, and the topics asked for (all of them
+    for a null list, or an empty one in v0) with leaders, replicas, ISR and offline replicas,
+    from the controller's UpdateMetadata (and this broker's own leaderships, which are newer).
+    Topics are never created by a Metadata request (auto topic creation is off): an unknown one
+    is UNKNOWN_TOPIC_OR_PARTITION. A partition whose leader's replica is offline (a failed
+    disk, KIP-112) answers KAFKA_STORAGE_ERROR, so a client refreshes instead of sending there.
+    """
+    m = response_module(protocol.METADATA, req.version)
+    state = b.replicas.metadata_response()
+    endpoints = {e.broker_id: e for e in state.brokers if e.kafka_endpoint is not None}
+    own = b.kafka_endpoint
+    if own is not None:
+        endpoints[b.config.broker_id] = wire.BrokerEndpoint(
+            broker_id=b.config.broker_id,
+            url=b.config.url,
+            rack=b.config.broker_rack,
+            kafka_endpoint=own,
+        )
+    brokers = []
+    for e in sorted(endpoints.values(), key=lambda e: e.broker_id):
+        assert e.kafka_endpoint is not None
+        host, port = wire.split_kafka_endpoint(e.kafka_endpoint)
+        brokers.append(
+            make(m.MetadataResponseBroker, node_id=e.broker_id, host=host, port=port, rack=e.rack)
+        )
+    by_topic: dict[str, list[wire.PartitionMetadata]] = {}
+    for pm in state.partitions:
+        by_topic.setdefault(pm.topic, []).append(pm)
+    asked = req.body.topics
+    if asked is None or (req.version == 0 and not asked):
+        names = sorted(by_topic)
+    else:
+        names = [t.name for t in asked]
+    topics = []
+    for name in names:
+        parts = by_topic.get(name)
+        err = ErrorCode.none
+        if name is None:
+            err = ErrorCode.unknown_topic_id  # a topic ID alone: there are no topic IDs yet
+        else:
+            try:
+                validate_topic(name)
+            except KafkaError as e:
+                err = error_code(e)
+            if err == ErrorCode.none and not parts:
+                err = ErrorCode.unknown_topic_or_partition
+        topics.append(
+            make(
+                m.MetadataResponseTopic,
+                error_code=err,
+                name=name,
+                topic_id=_topic_uuid(parts),
+                is_internal=False,
+                partitions=tuple(_partition_metadata(m, pm, set(endpoints)) for pm in parts or []),
+            )
+        )
+    live = sorted(endpoints)
+    return make(
+        m.MetadataResponse,
+        throttle_time=NO_THROTTLE,
+        brokers=tuple(brokers),
+        cluster_id=None,
+        # Kafka's controller is a broker; here it is the operator, which clients cannot
+        # reach. Clients only need a live broker id (admin requests go there).
+        controller_id=live[0] if live else -1,
+        topics=tuple(topics),
+    )
+
+
+def _topic_uuid(parts: list[wire.PartitionMetadata] | None) -> uuid.UUID | None:
+    """The topic's id (KIP-516) as the controller said; ``None`` (zero on the wire) before."""
+    tid = next((pm.topic_id for pm in parts or [] if pm.topic_id is not None), None)
+    return None if tid is None else uuid.UUID(bytes=parse_topic_id(tid))
+
+
+def _partition_metadata(m: Any, pm: wire.PartitionMetadata, live: set[int]) -> Any:
+    if pm.leader in pm.offline_replicas:
+        err = ErrorCode.kafka_storage_error
+    elif pm.leader < 0 or pm.leader not in live:
+        err = ErrorCode.leader_not_available
+    else:
+        err = ErrorCode.none
+    return make(
+        m.MetadataResponsePartition,
+        error_code=err,
+        partition_index=pm.partition,
+        leader_id=pm.leader,
+        leader_epoch=pm.leader_epoch,
+        replica_nodes=tuple(pm.replicas),
+        isr_nodes=tuple(pm.isr),
+        offline_replicas=tuple(pm.offline_replicas),
+    )
+
+
+# -- Produce ----------------------------------------------------------------------------------
+
+
+async def produce(b: Broker, req: Request) -> Any:
+    """Each partition's batches go to the replica manager's produce, all partitions at once
+    (an acks=all wait on one does not hold up the others). A partition that fails gets its
+    error code and message, the others are written. acks=0 is not answered, as in Kafka; if a
+    partition failed, the connection is closed instead (:data:`CLOSE`), which is how Kafka
+    tells an acks=0 producer that something went wrong."""
+    body = req.body
+    acks = int(body.acks)
+    timeout_ms = max(0, int(body.timeout.total_seconds() * 1000))
+    m = response_module(protocol.PRODUCE, req.version)
+
+    async def one(topic: str, part: Any) -> Any:
+        code, message, info = ErrorCode.none, None, None
+        try:
+            if acks not in (-1, 0, 1):
+                code = ErrorCode.invalid_required_acks
+            elif body.transactional_id is not None:
+                code = ErrorCode.transactional_id_authorization_failed
+                message = "transactions are not supported by this broker"
+            elif part.records is None or len(part.records) == 0:
+                code, message = ErrorCode.invalid_record, "a produce carries no record batch"
+            else:
+                validate_topic(topic)
+                tp = TopicPartition(topic, int(part.index))
+                info = await b.replicas.produce(tp, part.records, acks, timeout_ms)
+        except KafkaError as e:
+            code, message = error_code(e), str(e)
+        return make(
+            m.PartitionProduceResponse,
+            index=part.index,
+            error_code=code,
+            base_offset=info.first_offset if info else -1,
+            log_append_time=None,
+            log_start_offset=info.log_start_offset if info else -1,
+            record_errors=(),
+            error_message=message,
+        )
+
+    jobs = [(t.name, [one(t.name, p) for p in t.partition_data]) for t in body.topic_data]
+    flat = await asyncio.gather(*(j for _, js in jobs for j in js))
+    if acks == 0:
+        failed = [p.error_message or p.error_code.name for p in flat if p.error_code]
+        return Close(f"an acks=0 produce failed: {'; '.join(failed)}") if failed else None
+    topics, i = [], 0
+    for name, js in jobs:
+        topics.append(
+            make(
+                m.TopicProduceResponse,
+                name=name,
+                partition_responses=tuple(flat[i : i + len(js)]),
+            )
+        )
+        i += len(js)
+    return make(m.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
+
+
+# -- Fetch ------------------------------------------------------------------------------------
+
+
+async def fetch(b: Broker, req: Request) -> Any:
+    """A consumer's fetch: each partition read through the replica manager up to the high
+    watermark, within its ``partition_max_bytes`` and the response's ``max_bytes`` (the first
+    batch always whole, KIP-74), long-polling until ``min_bytes`` arrived or ``max_wait``
+    passed. Incremental fetch sessions (KIP-227) are declined the way Kafka allows: every
+    response carries session ID 0, so the client sends full fetches; an incremental fetch of a
+    session never granted is FETCH_SESSION_ID_NOT_FOUND. No transactions exist, so
+    read_committed reads what read_uncommitted does (the last stable offset is the high
+    watermark)."""
+    body = req.body
+    m = response_module(protocol.FETCH, req.version)
+    session_id = int(getattr(body, "session_id", 0))
+    session_epoch = int(getattr(body, "session_epoch", -1))
+    if session_id != 0 and session_epoch not in (-1, 0):
+        return make(
+            m.FetchResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.fetch_session_id_not_found,
+            session_id=0,
+            responses=(),
+        )
+    wanted = [(t.topic, p) for t in body.topics for p in t.partitions]
+    tps = [TopicPartition(topic, int(p.partition)) for topic, p in wanted]
+    max_wait_ms = min(max(int(body.max_wait.total_seconds() * 1000), 0), MAX_FETCH_WAIT_MS)
+    deadline = time.monotonic() + max_wait_ms / 1000
+    min_bytes = int(body.min_bytes)
+    max_bytes = int(getattr(body, "max_bytes", 2**31 - 1))
+    read_committed = int(getattr(body, "isolation_level", 0)) == READ_COMMITTED
+    while True:
+        results = [_fetch_one(b, tp, p, max_bytes) for tp, (_, p) in zip(tps, wanted, strict=True)]
+        # The response's max_bytes spans partitions: later ones get what earlier ones left.
+        total = 0
+        trimmed = []
+        for r in results:
+            data = r["records"]
+            if total and total + len(data) > max_bytes:
+                data = b""
+            total += len(data)
+            trimmed.append({**r, "records": data})
+        remaining = deadline - time.monotonic()
+        errors = any(r["error_code"] != ErrorCode.none for r in trimmed)
+        if total >= min_bytes or remaining <= 0 or errors:
+            break
+        await b.replicas.wait_for_any(tps, remaining)
+    by_topic: dict[str, list[Any]] = {}
+    order: list[str] = []
+    for (topic, _), r in zip(wanted, trimmed, strict=True):
+        if topic not in by_topic:
+            by_topic[topic] = []
+            order.append(topic)
+        by_topic[topic].append(
+            make(
+                m.PartitionData,
+                aborted_transactions=() if read_committed else None,
+                preferred_read_replica=-1,
+                **r,
+            )
+        )
+    return make(
+        m.FetchResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=tuple(
+            make(m.FetchableTopicResponse, topic=t, partitions=tuple(by_topic[t])) for t in order
+        ),
+    )
+
+
+def _fetch_one(b: Broker, tp: TopicPartition, p: Any, max_bytes: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"partition_index": p.partition, "records": b""}
+    try:
+        validate_topic(tp.topic)
+        res = b.replicas.read_for_consumer(
+            tp,
+            int(p.fetch_offset),
+            max(min(int(p.partition_max_bytes), max_bytes), 0),
+            int(getattr(p, "current_leader_epoch", -1)),
+        )
+    except KafkaError as e:
+        lg = b.logs.get_log(tp) if tp in b.replicas.partitions else None
+        hw = lg.high_watermark if lg is not None else -1
+        return {
+            **out,
+            "error_code": error_code(e),
+            "high_watermark": hw,
+            "last_stable_offset": hw,
+            "log_start_offset": lg.log_start_offset if lg is not None else -1,
+        }
+    return {
+        **out,
+        "error_code": ErrorCode.none,
+        "high_watermark": res.high_watermark,
+        "last_stable_offset": res.high_watermark,
+        "log_start_offset": res.log_start_offset,
+        "records": res.data,
+    }
+
+
+# -- ListOffsets ------------------------------------------------------------------------------
+
+
+async def list_offsets(b: Broker, req: Request) -> Any:
+    """Earliest (-2, and earliest-local -4: nothing is tiered), latest (-1: the high
+    watermark, what a consumer may read), max timestamp (-3, KIP-734) and by timestamp through
+    the time index; latest-tiered (-5) has no tiered data to name (offset -1). Only the leader
+    answers, at the caller's leader epoch, as for a fetch."""
+    m = response_module(protocol.LIST_OFFSETS, req.version)
+    topics = []
+    for t in req.body.topics:
+        parts = []
+        for p in t.partitions:
+            tp = TopicPartition(t.name, int(p.partition_index))
+            code, ts, off, epoch = ErrorCode.none, -1, -1, -1
+            try:
+                validate_topic(t.name)
+                ts, off, epoch = _offset_for(
+                    b, tp, int(p.timestamp), int(getattr(p, "current_leader_epoch", -1))
+                )
+            except KafkaError as e:
+                code = error_code(e)
+            parts.append(
+                make(
+                    m.ListOffsetsPartitionResponse,
+                    partition_index=p.partition_index,
+                    error_code=code,
+                    timestamp=ts,
+                    offset=off,
+                    leader_epoch=epoch,
+                )
+            )
+        topics.append(make(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(parts)))
+    return make(m.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def _offset_for(b: Broker, tp: TopicPartition, spec: int, epoch: int) -> tuple[int, int, int]:
+    """``(timestamp, offset, leader epoch)`` for one ListOffsets partition."""
+    p = b.replicas.leader_partition(tp)
+    b.replicas.check_leader_epoch(p, epoch)
+    lg = b.replicas.log_of(p)
+    hw = lg.high_watermark
+    if spec in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        return -1, lg.log_start_offset, p.leader_epoch
+    if spec == LATEST_TIMESTAMP:
+        return -1, hw, p.leader_epoch
+    if spec == LATEST_TIERED_TIMESTAMP:
+        return -1, -1, -1
+    if spec == MAX_TIMESTAMP:
+        found = lg.max_timestamp_offset(hw)
+    elif spec >= 0:
+        found = lg.offset_for_timestamp(spec, hw)
+    else:
+        raise _InvalidTimestamp(f"{tp}: timestamp {spec} means nothing to ListOffsets")
+    if found is None:
+        return -1, -1, -1
+    ts, off = found
+    return ts, off, lg.epochs.epoch_for_offset(off)
+
+
+class _InvalidTimestamp(KafkaError):
+    kafka_error = "INVALID_REQUEST"
+
+
+# -- InitProducerId ---------------------------------------------------------------------------
+
+
+async def init_producer_id(b: Broker, req: Request) -> Any:
+    """An idempotent producer's id, at epoch 0, from the broker's block of the cluster's ids
+    (``producer_ids``); a producer asking again with its old id gets a new one, as Kafka
+    answers an idempotent producer. Without a block (no controller reachable):
+    COORDINATOR_LOAD_IN_PROGRESS, which clients retry. A transactional id is refused: there
+    are no transactions."""
+    m = response_module(protocol.INIT_PRODUCER_ID, req.version)
+    code, pid, epoch = ErrorCode.none, -1, -1
+    if req.body.transactional_id is not None:
+        code = ErrorCode.transactional_id_authorization_failed
+    else:
+        try:
+            pid, epoch = await b.producer_ids.init_producer_id()
+        except KafkaError as e:
+            code = error_code(e)
+    return make(
+        m.InitProducerIdResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        producer_id=pid,
+        producer_epoch=epoch,
+    )
+
+
+# -- OffsetForLeaderEpoch ---------------------------------------------------------------------
+
+
+async def offset_for_leader_epoch(b: Broker, req: Request) -> Any:
+    """The end offset of a leader epoch, answered by the leader (KIP-101, KIP-320): the replica
+    manager's ``epoch_end_offset``, the same a follower asks over HTTP."""
+    m = response_module(protocol.OFFSET_FOR_LEADER_EPOCH, req.version)
+    topics = []
+    for t in req.body.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                validate_topic(t.topic)
+                res = b.replicas.epoch_end_offset(
+                    wire.EpochEndOffsetRequest(
+                        topic=t.topic,
+                        partition=int(p.partition),
+                        current_leader_epoch=max(int(p.current_leader_epoch), -1),
+                        leader_epoch=max(int(p.leader_epoch), -1),
+                    )
+                )
+                code, epoch, end = error_code_by_name(res.error), res.leader_epoch, res.end_offset
+            except KafkaError as e:
+                code, epoch, end = error_code(e), -1, -1
+            except ValueError:  # the wire model refused a value (a negative partition)
+                code, epoch, end = ErrorCode.unknown_topic_or_partition, -1, -1
+            parts.append(
+                make(
+                    m.EpochEndOffset,
+                    error_code=code,
+                    partition=p.partition,
+                    leader_epoch=epoch,
+                    end_offset=end,
+                )
+            )
+        topics.append(make(m.OffsetForLeaderTopicResult, topic=t.topic, partitions=tuple(parts)))
+    return make(m.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+HANDLERS: dict[int, Handler] = {
+    protocol.PRODUCE: produce,
+    protocol.FETCH: fetch,
+    protocol.LIST_OFFSETS: list_offsets,
+    protocol.METADATA: metadata,
+    protocol.API_VERSIONS: api_versions,
+    protocol.INIT_PRODUCER_ID: init_producer_id,
+    protocol.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+}
+"""One handler per key of :data:`.protocol.SUPPORTED` (a unit test holds them equal)."""

@@ -1,0 +1,161 @@
+"""The Kafka protocol listener: an asyncio streams server beside the HTTP API (issue 18).
+
+One task per connection reads a request, answers it, and only then reads the next, as Kafka's
+SocketServer mutes a channel while its request is in flight: pipelined requests are answered
+in order, and a connection holds at most one request body in memory.
+
+Bounds, as for the HTTP path (issue 14):
+
+- a frame larger than ``socket.request.max.bytes`` (or than the whole request-memory pool) is
+  refused before a byte of it is read: the connection closes, as Kafka's
+  InvalidReceiveException closes it;
+- a body reserves its size in the request-memory pool (``queued.max.request.bytes``) before it
+  is read and gives it back once its request is answered, so bodies arriving at once wait for
+  each other instead of growing the heap;
+- once a body's first byte may be read, all of it must arrive within
+  ``request.body.timeout.ms``; a connection silent between requests for
+  ``connections.max.idle.ms`` is closed.
+
+Every connection closed for a protocol error is logged with the peer and the reason; nothing
+of a request that did not decode reaches the replica manager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from ..request_memory import Reservation
+from .apis import HANDLERS, Close
+from .protocol import SIZE, ProtocolError, encode_response, parse_request
+
+if TYPE_CHECKING:
+    from ..server import Broker
+
+log = logging.getLogger(__name__)
+
+
+class KafkaListener:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self.port = 0
+        """The bound port (the configured one, or the kernel's pick for port 0)."""
+        self.requests: Counter[str] = Counter()
+        """Requests answered, by API name."""
+        self.closed_for_errors = 0
+        """Connections closed because of what their client sent."""
+        self.connections_accepted = 0
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._connections)
+
+    async def start(self) -> None:
+        bind = self.broker.config.kafka_bind
+        assert bind is not None
+        host, port = bind
+        self._server = await asyncio.start_server(
+            self._accept, host or None, port, backlog=1024, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info(
+            "Kafka listener started",
+            extra={"event": "kafka_listener_started", "host": host, "port": self.port},
+        )
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for t in list(self._connections):
+            t.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        self.connections_accepted += 1
+        peer = writer.get_extra_info("peername")
+        try:
+            await self._serve(reader, writer)
+        except ProtocolError as e:
+            self.closed_for_errors += 1
+            log.warning(
+                "closing a Kafka connection: %s",
+                e,
+                extra={"event": "kafka_protocol_error", "peer": str(peer), "error": str(e)},
+            )
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            pass  # the client went away, or was idle or slow past its deadline
+        except asyncio.CancelledError:
+            pass  # the broker is stopping
+        except Exception:
+            log.exception(
+                "Kafka request failed; closing the connection",
+                extra={"event": "kafka_request_failed", "peer": str(peer)},
+            )
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        c = self.broker.config
+        pool = self.broker.request_memory
+        while True:
+            try:
+                async with asyncio.timeout(c.connections_max_idle_ms / 1000):
+                    head = await reader.readexactly(SIZE.size)
+            except asyncio.IncompleteReadError as e:
+                if e.partial:
+                    raise ProtocolError(
+                        f"the connection closed inside a request size ({len(e.partial)} of 4 bytes)"
+                    ) from None
+                return  # a clean close between requests
+            (size,) = SIZE.unpack(head)
+            if size < 0:
+                raise ProtocolError(f"negative request size {size}")
+            if size > c.socket_request_max_bytes:
+                raise ProtocolError(
+                    f"a request of {size} bytes is larger than socket.request.max.bytes="
+                    f"{c.socket_request_max_bytes}"
+                )
+            if size > pool.capacity:
+                raise ProtocolError(
+                    f"a request of {size} bytes is larger than the whole request memory pool "
+                    f"(queued.max.request.bytes={pool.capacity})"
+                )
+            held = Reservation(pool)
+            try:
+                await held.grow(size)
+                try:
+                    async with asyncio.timeout(c.request_body_timeout_ms / 1000):
+                        frame = await reader.readexactly(size)
+                except asyncio.IncompleteReadError as e:
+                    raise ProtocolError(
+                        f"the connection closed after {len(e.partial)} of a request's {size} bytes"
+                    ) from None
+                except TimeoutError:
+                    raise ProtocolError(
+                        f"a request's {size} bytes did not arrive within "
+                        f"request.body.timeout.ms={c.request_body_timeout_ms}"
+                    ) from None
+                req = parse_request(frame)
+                del frame
+                response = await HANDLERS[req.api_key](self.broker, req)
+            finally:
+                held.release()
+            self.requests[req.api_name] += 1
+            if isinstance(response, Close):
+                raise ProtocolError(response.reason)
+            if response is not None:
+                writer.write(encode_response(req.correlation_id, response))
+                await writer.drain()

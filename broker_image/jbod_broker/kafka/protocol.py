@@ -1,0 +1,152 @@
+"""Kafka's framing, request headers and the API versions this broker speaks; pure (no I/O).
+
+A request is a 4-byte big-endian size and that many bytes: a request header (v1, or v2 with
+tagged fields for a flexible version), then the body. Which header a request carries depends
+on its API key and version, read from the first four bytes. A response is a size, a response
+header (v0, or v1 for flexible versions; ApiVersions always v0, KIP-511) and the body. Every
+header and body is encoded and decoded by kio's entities, generated from Kafka's JSON message
+definitions: nothing here spells a field.
+
+What cannot be answered closes the connection, as Kafka's SocketServer does: an unknown API
+key, a version outside the advertised range (except ApiVersions, which is answered with v0 and
+UNSUPPORTED_VERSION so that a client can retry with one the broker knows), and a request that
+does not decode (cut short, or a length running past its end).
+
+Thread-safety: constant tables and pure functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+import sys
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, TypeVar
+
+from kio.index import KioIndexError, load_request_schema, load_response_schema
+from kio.schema.index import api_key_map
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+API_VERSIONS = 18
+INIT_PRODUCER_ID = 22
+OFFSET_FOR_LEADER_EPOCH = 23
+
+SUPPORTED: dict[int, tuple[int, int]] = {
+    # Kafka 4.x's minimums (KIP-896 removed the older ones). Produce v13 and Fetch v13 name
+    # topics by topic ID (KIP-516), which this broker does not have yet: their highest
+    # versions that name topics are advertised instead.
+    PRODUCE: (3, 12),
+    FETCH: (4, 12),
+    LIST_OFFSETS: (1, 10),
+    METADATA: (0, 12),
+    API_VERSIONS: (0, 4),
+    INIT_PRODUCER_ID: (0, 5),
+    OFFSET_FOR_LEADER_EPOCH: (2, 4),
+}
+"""API key -> (min, max) version: what ApiVersions advertises and the only requests served."""
+
+SIZE = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hh")
+HEADER_MIN_BYTES = 8
+"""API key, version and correlation ID: the least a request must carry to be answered."""
+
+
+class ProtocolError(Exception):
+    """A request that cannot be answered: the connection closes (the message is logged)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    api_key: int
+    version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+    """The kio request entity of ``(api_key, version)``; ``None`` for an ApiVersions request
+    of a version this broker does not know (answered with v0 and UNSUPPORTED_VERSION)."""
+
+    @property
+    def api_name(self) -> str:
+        return api_name(self.api_key)
+
+
+def api_name(api_key: int) -> str:
+    return api_key_map.get(api_key, f"api key {api_key}")
+
+
+def parse_request(frame: bytes | bytearray | memoryview) -> Request:
+    """Decode one request (the bytes after its size); :class:`ProtocolError` if it cannot be
+    answered."""
+    if len(frame) < HEADER_MIN_BYTES:
+        raise ProtocolError(f"a request of {len(frame)} bytes has no complete header")
+    api_key, version = _KEY_VERSION.unpack_from(frame, 0)
+    supported = SUPPORTED.get(api_key)
+    if supported is None:
+        raise ProtocolError(f"{api_name(api_key)} (key {api_key}) is not served by this broker")
+    lo, hi = supported
+    if not lo <= version <= hi:
+        if api_key != API_VERSIONS:
+            raise ProtocolError(
+                f"{api_name(api_key)} v{version} is not supported (versions {lo}-{hi})"
+            )
+        # A newer client's ApiVersions: its header is flexible from v3 on (as Kafka reads it);
+        # the body is not read, and the answer says which versions to retry with.
+        header_type: type[Any] = RequestHeaderV2 if version >= 3 else RequestHeaderV1
+        header, _ = _read(header_type, frame, 0, "ApiVersions request header")
+        return Request(api_key, version, header.correlation_id, header.client_id, None)
+    try:
+        request_type: type[Any] = load_request_schema(api_key, version)
+    except KioIndexError as e:  # pragma: no cover - SUPPORTED names kio's versions only
+        raise ProtocolError(str(e)) from e
+    header, used = _read(request_type.__header_schema__, frame, 0, "request header")
+    # Bytes after the body are ignored, as Kafka's generated parsers ignore them: librdkafka
+    # 2.x sends three after a Metadata v12 body (an extra empty tagged-field section).
+    body, _ = _read(request_type, frame, used, f"{api_name(api_key)} v{version} body")
+    return Request(api_key, version, header.correlation_id, header.client_id, body)
+
+
+def _read(
+    entity_type: type[Any], frame: bytes | bytearray | memoryview, offset: int, what: str
+) -> tuple[Any, int]:
+    try:
+        value, used = entity_reader(entity_type)(frame, offset)
+    except Exception as e:  # kio raises its DecodeErrors, and ValueError/IndexError on junk
+        raise ProtocolError(f"malformed {what}: {type(e).__name__}: {e}") from e
+    return value, used
+
+
+def response_module(api_key: int, version: int) -> ModuleType:
+    """kio's module of the response entities (the response and its nested types)."""
+    return sys.modules[load_response_schema(api_key, version).__module__]
+
+
+T = TypeVar("T")
+
+
+def make(entity_type: type[T], **fields: Any) -> T:
+    """An entity of one version from the fields it has: a handler names every field any
+    version it serves may need, and each version takes those its definition holds."""
+    names = {f.name for f in dataclasses.fields(entity_type)}  # type: ignore[arg-type]
+    return entity_type(**{k: v for k, v in fields.items() if k in names})
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    """The whole frame: size, the response header its definition names, the body."""
+    header_type: type[Any] = response.__header_schema__
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    entity_writer(header_type)(buf, header_type(correlation_id=i32(correlation_id)))
+    entity_writer(type(response))(buf, response)
+    out = buf.getbuffer()
+    SIZE.pack_into(out, 0, len(out) - SIZE.size)
+    del out
+    return buf.getvalue()
