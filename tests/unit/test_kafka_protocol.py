@@ -65,11 +65,11 @@ def test_every_advertised_version_has_kio_entities_and_a_handler() -> None:
             assert load_response_schema(key, v).__version__ == v
 
 
-def test_api_versions_lists_what_is_served_and_not_init_producer_id() -> None:
+def test_api_versions_lists_what_is_served_with_init_producer_id() -> None:
     resp = apis.api_versions_response(3)
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert got == protocol.SUPPORTED
-    assert 22 not in got  # InitProducerId: idempotent clients must learn it is missing
+    assert got[22] == (0, 5)  # InitProducerId: idempotent producers (v6 is KIP-939's 2PC)
     # Kafka 4.x's minimums (KIP-896): nothing older is advertised.
     assert got[protocol.PRODUCE][0] == 3 and got[protocol.FETCH][0] == 4
 

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.types import ProducerId
+from kio.static.primitive import i16
 
 from .. import wire
 from ..errors import KafkaError
@@ -436,6 +438,32 @@ async def offset_for_leader_epoch(b: Broker, req: Request) -> Any:
     return make(m.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
+# -- InitProducerId ---------------------------------------------------------------------------
+
+
+async def init_producer_id(b: Broker, req: Request) -> Any:
+    """An idempotent producer's id and epoch from the broker's block (``Broker.producer_ids``).
+    As Kafka's coordinator does without a transactional id, a producer that names its current
+    id (v3+, KIP-360, after UNKNOWN_PRODUCER_ID) gets a new id at epoch 0. A transactional id
+    is refused: transactions are not supported."""
+    m = response_module(protocol.INIT_PRODUCER_ID, req.version)
+    code, pid, epoch = ErrorCode.none, -1, -1
+    if req.body.transactional_id is not None:
+        code = ErrorCode.transactional_id_authorization_failed
+    else:
+        try:
+            pid, epoch = await b.producer_ids.init_producer_id()
+        except KafkaError as e:
+            code = error_code(e)
+    return make(
+        m.InitProducerIdResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        producer_id=ProducerId(pid),
+        producer_epoch=i16(epoch),
+    )
+
+
 HANDLERS: dict[int, Handler] = {
     protocol.PRODUCE: produce,
     protocol.FETCH: fetch,
@@ -443,5 +471,6 @@ HANDLERS: dict[int, Handler] = {
     protocol.METADATA: metadata,
     protocol.API_VERSIONS: api_versions,
     protocol.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+    protocol.INIT_PRODUCER_ID: init_producer_id,
 }
 """One handler per key of :data:`.protocol.SUPPORTED` (a unit test holds them equal)."""

@@ -19,9 +19,11 @@ from ..errors import (
     AuthError,
     CorruptRecordError,
     FencedLeaderEpochError,
+    InconsistentTopicIdError,
     InsufficientSpaceError,
     InvalidConfigError,
     InvalidLogDirError,
+    InvalidProducerEpochError,
     InvalidRecordError,
     InvalidRequestError,
     InvalidTopicError,
@@ -33,6 +35,7 @@ from ..errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     PayloadTooLargeError,
     RecordTooLargeError,
     ReplicaNotAvailableError,
@@ -43,6 +46,7 @@ from ..errors import (
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
+from ..producer_ids import CoordinatorLoadInProgressError
 
 PROTOCOL_ERRORS: list[tuple[type[KafkaError], ErrorCode]] = [
     (NotLeaderOrFollowerError, ErrorCode.not_leader_or_follower),
@@ -71,6 +75,11 @@ PROTOCOL_ERRORS: list[tuple[type[KafkaError], ErrorCode]] = [
     (InvalidRequestError, ErrorCode.invalid_request),
     (StaleControllerEpochError, ErrorCode.stale_controller_epoch),
     (AuthError, ErrorCode.cluster_authorization_failed),
+    (InconsistentTopicIdError, ErrorCode.inconsistent_topic_id),
+    (OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
+    (InvalidProducerEpochError, ErrorCode.invalid_producer_epoch),
+    # Retriable, as Kafka answers InitProducerId while it has no producer id block.
+    (CoordinatorLoadInProgressError, ErrorCode.coordinator_load_in_progress),
 ]
 
 
