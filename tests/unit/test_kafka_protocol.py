@@ -111,7 +111,7 @@ def test_flexible_responses_carry_header_v1() -> None:
         (b"\x00\x03\x00\x0c\x00", "no complete header"),
         (struct.pack(">hhi", 99, 0, 1) + b"\x00\x00", "key 99"),
         (struct.pack(">hhi", 10, 0, 1) + b"\x00\x00", "find_coordinator"),
-        (struct.pack(">hhi", 22, 0, 1) + b"\x00\x00", "init_producer_id"),
+        (struct.pack(">hhi", 22, 6, 1) + b"\x00\x00", "init_producer_id v6 is not supported"),
         (struct.pack(">hhi", 0, 2, 1) + b"\x00\x00", "produce v2 is not supported"),
         (struct.pack(">hhi", 1, 13, 1) + b"\x00\x00", "fetch v13 is not supported"),
         (struct.pack(">hhi", 3, 12, 1), "malformed request header"),
