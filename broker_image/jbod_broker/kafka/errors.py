@@ -47,6 +47,7 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from ..producer_ids import CoordinatorLoadInProgressError
+from ..storage.errors import DuplicateSequenceError
 
 PROTOCOL_ERRORS: list[tuple[type[KafkaError], ErrorCode]] = [
     (NotLeaderOrFollowerError, ErrorCode.not_leader_or_follower),
@@ -63,6 +64,11 @@ PROTOCOL_ERRORS: list[tuple[type[KafkaError], ErrorCode]] = [
     (RecordTooLargeError, ErrorCode.message_too_large),
     (PayloadTooLargeError, ErrorCode.message_too_large),
     (InvalidRecordError, ErrorCode.invalid_record),
+    (OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
+    (DuplicateSequenceError, ErrorCode.duplicate_sequence_number),
+    (InvalidProducerEpochError, ErrorCode.invalid_producer_epoch),
+    (InconsistentTopicIdError, ErrorCode.inconsistent_topic_id),
+    (CoordinatorLoadInProgressError, ErrorCode.coordinator_load_in_progress),
     (KafkaStorageError, ErrorCode.kafka_storage_error),
     (NoLiveLogDirError, ErrorCode.kafka_storage_error),
     (ReplicaNotAvailableError, ErrorCode.replica_not_available),
@@ -75,11 +81,6 @@ PROTOCOL_ERRORS: list[tuple[type[KafkaError], ErrorCode]] = [
     (InvalidRequestError, ErrorCode.invalid_request),
     (StaleControllerEpochError, ErrorCode.stale_controller_epoch),
     (AuthError, ErrorCode.cluster_authorization_failed),
-    (InconsistentTopicIdError, ErrorCode.inconsistent_topic_id),
-    (OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
-    (InvalidProducerEpochError, ErrorCode.invalid_producer_epoch),
-    # Retriable, as Kafka answers InitProducerId while it has no producer id block.
-    (CoordinatorLoadInProgressError, ErrorCode.coordinator_load_in_progress),
 ]
 
 

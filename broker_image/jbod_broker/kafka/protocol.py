@@ -49,12 +49,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     LIST_OFFSETS: (1, 10),
     METADATA: (0, 12),
     API_VERSIONS: (0, 4),
-    # v6 adds two-phase commit (KIP-939), a transactions feature.
     INIT_PRODUCER_ID: (0, 5),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
 }
-"""API key -> (min, max) version: what ApiVersions advertises and the only requests served.
-InitProducerId is served for idempotent producers (no transactional id)."""
+"""API key -> (min, max) version: what ApiVersions advertises and the only requests served."""
 
 SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
