@@ -14,9 +14,11 @@ STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml setup.py $(READER) $(PI
 
 # kube-apiserver and etcd built from their Go modules (cached outside the repo), kubectl/helm.
 -include mk/kube.mk
+# Apache Kafka's jars from Maven Central (cached outside the repo): its tools and a KRaft broker.
+-include mk/kafka.mk
 
 setup: $(STAMP)
-	@$(MAKE) --no-print-directory kube-bins kubectl-bins
+	@$(MAKE) --no-print-directory kube-bins kubectl-bins kafka-jars
 
 $(STAMP): pyproject.toml setup.py $(READER) $(PINS)
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)

@@ -13,7 +13,7 @@ What it does (everything on 127.0.0.1, everything it started stopped and removed
    brokers 0-2 are restarted one at a time with the new dir (a broker reads ``log.dirs`` only
    at start, as Kafka does), each waiting for every partition's ISR to be full again, as a
    PodDisruptionBudget makes a rolling update wait;
-4. **plan**: a ``Rebalance`` in mode ``full`` (see :data:`MODE` for why not add-brokers), planned
+4. **plan**: a ``Rebalance`` in mode ``add-brokers`` naming broker 3 (see :data:`MODE`), planned
    by the Spark job on ``local[*]`` as a process the operator launches; the proposal summary
    and a before/after plot of every disk (``jbod-ctl rebalance show NAME --plot PATH``);
 5. **approve_to_ready**: ``jbod-ctl rebalance approve``, then the execution followed from the
@@ -81,16 +81,19 @@ RF = 3
 MIN_ISR = 2
 # (topic, MiB per partition): clicks is big and uneven, orders small. With these the plan has
 # both kinds of child: partitions that change brokers or leader (a PartitionReassignment) and
-# partitions that only change disks (a LogDirMove), and the demo checks it got both.
+# partitions that only change disks (a LogDirMove), and the demo checks it got both. The
+# largest replica is under the band (2.5 MiB is 3.9 pp of a 64 MiB disk): a larger one could
+# leave a broker's disks further apart than the band whatever the plan, and the proposal
+# would say Infeasible.
 TOPICS: list[tuple[str, list[float]]] = [
-    ("clicks", [5, 4, 2.5, 1.5, 1, 0.5]),
-    ("orders", [0.5] * 6),
+    ("clicks", [2.5, 2.5, 2, 2, 1.5, 1.5, 1, 1, 0.75, 0.75, 0.5, 0.5]),
+    ("orders", [0.25] * 6),
 ]
-MODE = "full"
-"""Why ``full`` and not ``add-brokers``: the planner's add-brokers mode balances the disks of
-the added brokers only (the others only give replicas), so the new disk ``c`` of brokers 0-2
-would stay empty, outside the band. ``full`` balances the brokers (broker 3 takes its share)
-and every broker's disks (the new disks fill) in one plan, which is the story here."""
+MODE = "add-brokers"
+"""The story's mode: replicas cross brokers only onto the added broker 3 (Cruise Control's
+add_broker), and every broker's disks are balanced in the same plan, so the new disk ``c`` of
+brokers 0-2 fills by moves within each broker."""
+ADDED = [3]
 BAND_PP = 4.0
 THROTTLE = 3 * MiB  # per broker: slow enough that the progress of the moves can be watched
 PLAN_TIMEOUT = 240.0  # a Spark driver starting on a busy 2-core machine
@@ -556,6 +559,7 @@ async def run(demo: Demo, phases: Phases, plot: Path) -> str:
             "spec": {
                 "clusterName": CLUSTER,
                 "mode": MODE,
+                "brokers": ADDED,
                 "balanceBandPercent": BAND_PP,
                 "throttleBytesPerSecond": THROTTLE,
             },

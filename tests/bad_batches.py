@@ -8,9 +8,13 @@ Shared by the storage-level test (tests/unit/test_record_validation.py) and the 
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
+import cramjam
+
+from jbod_broker.storage.compression import MAX_DECOMPRESSED_BYTES, compress
 from jbod_broker.storage.records import (
     BATCH_HEADER_SIZE,
     GZIP,
@@ -30,7 +34,8 @@ BASE_TS = 1_700_000_000_000
 class BadBatch:
     data: bytes
     error: str
-    """Kafka error name: CORRUPT_MESSAGE or INVALID_RECORD."""
+    """Kafka error name: CORRUPT_MESSAGE, INVALID_RECORD or (a decompression bomb)
+    RECORD_LIST_TOO_LARGE."""
     words: tuple[str, ...]
     """What the message must mention (case-insensitive)."""
 
@@ -68,7 +73,9 @@ def _with_record_byte(batch: bytes, index: int, value: int) -> bytes:
     return with_crc(buf)
 
 
+@functools.cache
 def bad_batches() -> dict[str, BadBatch]:
+    """Built once per process: the zstd bomb takes a moment to make."""
     one = build_batch([(None, b"v" * 40)], base_timestamp=BASE_TS)
     # A record with no key, a 3-byte value, no header: length, attributes, timestampDelta,
     # offsetDelta, key length, value length, value, header count.
@@ -126,15 +133,110 @@ def bad_batches() -> dict[str, BadBatch]:
         **{
             f"{name}-flag-on-plain-payload": BadBatch(
                 _with_body(plain, plain[BATCH_HEADER_SIZE:], attributes=codec),
-                "INVALID_RECORD",
-                (f"codec {codec} ({name})",),
+                "CORRUPT_MESSAGE",
+                (f"bad {name} data",),
             )
             for codec, name in ((SNAPPY, "snappy"), (LZ4, "lz4"), (ZSTD, "zstd"))
         },
         "gzip-payload-with-a-bad-record": BadBatch(
             _gzip_with_offset_delta(), "CORRUPT_MESSAGE", ("offset delta 7",)
         ),
+        **{
+            f"{name}-payload-with-a-bad-record": BadBatch(
+                _compressed_with_offset_delta(codec), "CORRUPT_MESSAGE", ("offset delta 7",)
+            )
+            for codec, name in ((SNAPPY, "snappy"), (LZ4, "lz4"), (ZSTD, "zstd"))
+        },
+        **_bad_payloads(plain),
     }
+
+
+def _bad_payloads(plain: bytes) -> dict[str, BadBatch]:
+    """Compressed payloads that Kafka's readers refuse, each in a batch of ``plain``'s header."""
+    records = plain[BATCH_HEADER_SIZE:]
+    xerial = compress(SNAPPY, records)
+    lz4 = compress(LZ4, records)
+    zstd = compress(ZSTD, records)
+    # A raw snappy block starts with its decompressed size: one that claims more than the
+    # limit is refused before anything is allocated.
+    claim = MAX_DECOMPRESSED_BYTES + 1
+    claims_too_much = bytes(cramjam.snappy.compress_raw(b"x" * 64))
+    claims_too_much = _unsigned_varint(claim) + claims_too_much[1:]
+    too_large = ("more than", str(MAX_DECOMPRESSED_BYTES))
+
+    def batch(codec: int, payload: bytes) -> bytes:
+        return _with_body(plain, payload, attributes=codec)
+
+    return {
+        "snappy-stream-block-past-the-end": BadBatch(
+            batch(SNAPPY, xerial[:16] + struct.pack(">i", 1000) + xerial[20:]),
+            "CORRUPT_MESSAGE",
+            ("snappy", "block of 1000 bytes"),
+        ),
+        "snappy-stream-version-0": BadBatch(
+            batch(SNAPPY, xerial[:8] + struct.pack(">i", 0) + xerial[12:]),
+            "CORRUPT_MESSAGE",
+            ("snappy", "version 0"),
+        ),
+        "snappy-stream-truncated": BadBatch(
+            batch(SNAPPY, xerial[:-3]), "CORRUPT_MESSAGE", ("bad snappy data",)
+        ),
+        "snappy-claims-more-than-the-limit": BadBatch(
+            batch(SNAPPY, claims_too_much), "RECORD_LIST_TOO_LARGE", ("snappy", *too_large)
+        ),
+        "lz4-dependent-blocks": BadBatch(
+            batch(LZ4, lz4[:4] + bytes([lz4[4] & ~0x20]) + lz4[5:]),
+            "CORRUPT_MESSAGE",
+            ("lz4", "dependent blocks"),
+        ),
+        "lz4-dictionary-id": BadBatch(
+            batch(LZ4, lz4[:4] + bytes([lz4[4] | 0x01]) + lz4[5:]),
+            "CORRUPT_MESSAGE",
+            ("lz4", "reserved bits"),
+        ),
+        "lz4-bad-header-checksum": BadBatch(
+            batch(LZ4, lz4[:6] + bytes([lz4[6] ^ 0xFF]) + lz4[7:]),
+            "CORRUPT_MESSAGE",
+            ("lz4", "headerchecksum"),
+        ),
+        "lz4-bytes-after-the-frame": BadBatch(
+            batch(LZ4, lz4 + lz4), "CORRUPT_MESSAGE", ("lz4", "after the frame")
+        ),
+        "lz4-truncated": BadBatch(batch(LZ4, lz4[:-6]), "CORRUPT_MESSAGE", ("bad lz4 data",)),
+        "zstd-truncated": BadBatch(batch(ZSTD, zstd[:-3]), "CORRUPT_MESSAGE", ("bad zstd data",)),
+        "zstd-garbage-after-the-frame": BadBatch(
+            batch(ZSTD, zstd + b"garbage"), "CORRUPT_MESSAGE", ("bad zstd data",)
+        ),
+        "zstd-bomb": BadBatch(
+            batch(ZSTD, zstd_bomb()), "RECORD_LIST_TOO_LARGE", ("zstd", *too_large)
+        ),
+    }
+
+
+def zstd_bomb(size: int = MAX_DECOMPRESSED_BYTES + (1 << 20)) -> bytes:
+    """A few KiB of zstd that expand to ``size`` zero bytes, made without holding them."""
+    compressor = cramjam.zstd.Compressor()
+    chunk = bytes(1 << 20)
+    for _ in range(size // len(chunk)):
+        compressor.compress(chunk)
+    return bytes(compressor.finish())
+
+
+def _unsigned_varint(n: int) -> bytes:
+    """Snappy's length preamble: unsigned LEB128 (no zigzag, unlike a record's varints)."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _compressed_with_offset_delta(codec: int) -> bytes:
+    plain = build_batch([(None, b"abc"), (None, b"def")], base_timestamp=BASE_TS)
+    records = bytearray(plain[BATCH_HEADER_SIZE:])
+    records[3] = 2 * 7
+    return _with_body(plain, compress(codec, bytes(records)), attributes=codec)
 
 
 def _gzip_with_offset_delta() -> bytes:

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 ALTER_PARTITION = "/v1/controller/alter-partition"
 LOG_DIR_EVENT = "/v1/controller/log-dir-event"
 HEARTBEAT = "/v1/controller/heartbeat"
+ALLOCATE_PRODUCER_IDS = "/v1/controller/allocate-producer-ids"
 
 
 class ControllerChannel:
@@ -108,6 +109,22 @@ class ControllerChannel:
     def log_dir_failed(self, event: wire.LogDirEvent) -> None:
         self._events.append(event)
         self._wake.set()
+
+    async def allocate_producer_ids(self) -> wire.AllocateProducerIdsResponse:
+        """One block of producer ids from the active controller (one attempt per address).
+
+        Not queued like AlterPartition: InitProducerId waits for it, and a failure is answered
+        COORDINATOR_LOAD_IN_PROGRESS (retriable) by the caller, as Kafka does.
+        """
+        req = wire.AllocateProducerIdsRequest(broker_id=self.broker_id)
+        last: Exception | None = None
+        for _ in self.urls:
+            try:
+                data = await self._post(ALLOCATE_PRODUCER_IDS, req)
+                return wire.AllocateProducerIdsResponse.model_validate_json(data)
+            except (aiohttp.ClientError, TimeoutError, RuntimeError, ValueError) as e:
+                last = e
+        raise RuntimeError(f"no producer-id block from the controller: {last}")
 
     @property
     def pending(self) -> int:

@@ -9,10 +9,12 @@ so code outside the broker imports every error from this module. The whole tree:
     ├── InvalidTopicError                       bad topic name or partition number
     ├── InvalidRequestError                     a request that can never succeed as sent
     │   └── InvalidLogDirError                  not an absolute path of a configured log dir
+    ├── InconsistentTopicIdError                a replica's topic id is not the request's (KIP-516)
     ├── InvalidConfigError                      a topic config unknown here or out of Kafka's range
     ├── StorageError                            about logs, disks or records (storage.errors)
     │   ├── OffsetOutOfRangeError, CorruptRecordError, RecordTooLargeError,
     │   │   InvalidRecordError, KafkaStorageError, InsufficientSpaceError,
+    │   │   DuplicateSequenceError, OutOfOrderSequenceError, InvalidProducerEpochError,
     │   │   ResourceShortageError, LogDirNotFoundError, ReplicaNotAvailableError,
     │   │   NoLiveLogDirError
     ├── NotLeaderOrFollowerError                the broker does not host the partition in that role
@@ -37,8 +39,10 @@ from __future__ import annotations
 
 from .storage.errors import (
     CorruptRecordError,
+    InconsistentTopicIdError,
     InsufficientSpaceError,
     InvalidLogDirError,
+    InvalidProducerEpochError,
     InvalidRecordError,
     InvalidRequestError,
     InvalidTopicError,
@@ -47,6 +51,7 @@ from .storage.errors import (
     LogDirNotFoundError,
     NoLiveLogDirError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     RecordTooLargeError,
     ReplicaNotAvailableError,
     ResourceShortageError,
@@ -58,9 +63,11 @@ __all__ = [
     "AuthError",
     "CorruptRecordError",
     "FencedLeaderEpochError",
+    "InconsistentTopicIdError",
     "InsufficientSpaceError",
     "InvalidConfigError",
     "InvalidLogDirError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidRequestError",
     "InvalidTopicError",
@@ -72,6 +79,7 @@ __all__ = [
     "NotEnoughReplicasError",
     "NotLeaderOrFollowerError",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
     "PayloadTooLargeError",
     "RecordTooLargeError",
     "ReplicaNotAvailableError",
@@ -152,8 +160,11 @@ HTTP_STATUS: list[tuple[type[KafkaError], int]] = [
     (InvalidConfigError, 400),
     (CorruptRecordError, 400),
     (InvalidRecordError, 400),
+    (OutOfOrderSequenceError, 409),
+    (InvalidProducerEpochError, 409),
     (InvalidRequestError, 400),
     (StaleControllerEpochError, 409),
+    (InconsistentTopicIdError, 409),
     (FencedLeaderEpochError, 409),
     (UnknownLeaderEpochError, 409),
     (NotLeaderOrFollowerError, 409),

@@ -48,6 +48,7 @@ from .errors import (
 )
 from .storage.clock import monotonic_ms
 from .storage.errors import (
+    DuplicateSequenceError,
     KafkaStorageError,
     OffsetOutOfRangeError,
 )
@@ -115,6 +116,10 @@ class ReplicaManager:
         self.controller_id = -1
         self.brokers: dict[int, wire.BrokerEndpoint] = {}
         self.metadata: dict[TopicPartition, wire.PartitionMetadata] = {}
+        self.topic_ids: dict[str, str] = {}
+        """KIP-516: topic name -> id, from LeaderAndIsr and UpdateMetadata (the protocol
+        listener serves Fetch and Produce by id through :meth:`topic_by_id`)."""
+        self._topics_by_id: dict[str, str] = {}
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.bytes_in = 0
@@ -229,8 +234,11 @@ class ReplicaManager:
                 f"{tp}: {MIN_INSYNC_REPLICAS}={in_configs!r} in configs but "
                 f"min_insync_replicas={st.min_insync_replicas}"
             )
-        # KIP-112: create only when the controller says the replica is new.
-        self.logs.get_or_create_log(tp, is_new=st.is_new_replica, config=cfg)
+        # KIP-112: create only when the controller says the replica is new. KIP-516: the topic
+        # id is checked (or recorded) first; a mismatch refuses the partition, nothing changed.
+        self.logs.get_or_create_log(tp, is_new=st.is_new_replica, config=cfg, topic_id=st.topic_id)
+        if st.topic_id is not None:
+            self._note_topic_id(tp.topic, st.topic_id)
         if p is None:
             p = Partition(tp)
             self.partitions[tp] = p
@@ -328,6 +336,20 @@ class ReplicaManager:
         self.brokers = {b.broker_id: b for b in req.live_brokers}
         for pm in req.partitions:
             self.metadata[TopicPartition(pm.topic, pm.partition)] = pm
+            if pm.topic_id is not None:
+                self._note_topic_id(pm.topic, pm.topic_id)
+
+    def _note_topic_id(self, topic: str, topic_id: str) -> None:
+        old = self.topic_ids.get(topic)
+        if old is not None and old != topic_id:
+            self._topics_by_id.pop(old, None)  # the name now belongs to a new topic
+        self.topic_ids[topic] = topic_id
+        self._topics_by_id[topic_id] = topic
+
+    def topic_by_id(self, topic_id: str) -> str | None:
+        """The name of the topic with id ``topic_id`` as the controller last said, or ``None``
+        (Kafka answers UNKNOWN_TOPIC_ID then)."""
+        return self._topics_by_id.get(topic_id)
 
     def metadata_response(self) -> wire.MetadataResponse:
         parts = dict(self.metadata)
@@ -341,6 +363,7 @@ class ReplicaManager:
                     isr=list(p.isr),
                     replicas=list(p.replicas),
                     offline_replicas=list(parts[tp].offline_replicas) if tp in parts else [],
+                    topic_id=self.topic_ids.get(tp.topic),
                 )
         return wire.MetadataResponse(
             controller_id=self.controller_id,
@@ -455,6 +478,12 @@ class ReplicaManager:
                     appended += 1
                     self.bytes_in += len(q.data)
                     q.future.set_result(r)
+                elif isinstance(r, DuplicateSequenceError):
+                    # An idempotent producer's retry: success with the original offsets (an
+                    # acks=all wait then covers them as for the first send), as Kafka answers.
+                    q.future.set_result(
+                        AppendInfo(r.first_offset, r.last_offset, 0, 0, 0, r.log_start_offset)
+                    )
                 else:
                     q.future.set_exception(r)
             if appended:

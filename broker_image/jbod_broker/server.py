@@ -51,6 +51,7 @@ from .fetcher import FetcherManager
 from .kafka.listener import KafkaListener
 from .metrics import BrokerMetrics
 from .moves import MoveService
+from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
 from .request_memory import RequestMemoryPool, Reservation
 from .storage.handles import FileHandles, raise_open_file_limit
@@ -76,6 +77,8 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.token = config.read_token()
+        # Compared with every request's bearer token: encoded once, not per request.
+        self.token_bytes = self.token.encode() if self.token is not None else None
         # Issue 14: as many descriptors as the process may have, and the storage's share of
         # them said once; replicas hold none while idle (storage.handles).
         self.open_files = raise_open_file_limit()
@@ -104,6 +107,8 @@ class Broker:
         """Requests answered 408 because their body was slower than request.body.timeout.ms."""
         self.metrics = BrokerMetrics(self)
         self.controller: ControllerChannel | None = None
+        self.producer_ids = ProducerIdManager(self._producer_id_block)
+        """InitProducerId (issue 18): the protocol listener calls ``init_producer_id()``."""
         self.startup_report: StartupReport | None = None
         self.ready = False
         self.halted: str | None = None
@@ -127,6 +132,13 @@ class Broker:
         host, port = adv
         host = f"[{host}]" if ":" in host else host
         return f"{host}:{port or self.kafka.port}"
+
+    async def _producer_id_block(self) -> tuple[int, int]:
+        """A block of producer ids from the controller (see ``producer_ids``)."""
+        if self.controller is None:
+            raise RuntimeError("no controller.url: producer ids come from the controller")
+        block = await self.controller.allocate_producer_ids()
+        return block.first_producer_id, block.count
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -327,6 +339,14 @@ async def read_body(request: web.Request) -> bytes | bytearray:
         if length == 0:
             return b""
         await held.grow(length)
+        # Most bodies are already whole in the reader's buffer (a produce request of a few
+        # batches arrives with its head): take them as they are, with no deadline to arm and
+        # no copy into a growing buffer. Arming asyncio.timeout costs a timer handle per
+        # request, which was the largest part of issue 14's extra CPU per produced byte.
+        first = request.content.read_nowait()
+        if len(first) == length:
+            return first
+        buf += first
     try:
         async with asyncio.timeout(c.request_body_timeout_ms / 1000):
             while chunk := await request.content.readany():
@@ -415,11 +435,11 @@ async def middleware(request: web.Request, handler: Handler) -> web.StreamRespon
         # Before anything reads the body: a refused request never costs its body's memory.
         if request.path not in OPEN_PATHS:
             needs = not request.path.startswith("/v1/data/") or broker.config.data_auth_required
-            if needs and broker.token is not None:
+            if needs and broker.token_bytes is not None:
                 header = request.headers.get("Authorization", "")
                 given = header[7:] if header.startswith("Bearer ") else ""
                 if not given or not hmac.compare_digest(
-                    given.encode("utf-8", "surrogateescape"), broker.token.encode()
+                    given.encode("utf-8", "surrogateescape"), broker.token_bytes
                 ):
                     raise AuthError("missing or wrong bearer token")
         resp = await handler(request)

@@ -23,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 
+from .storage.names import parse_topic_id
+
 
 def _not_dots(topic: str) -> str:
     if topic in (".", ".."):
@@ -36,6 +38,19 @@ Topic = Annotated[
     AfterValidator(_not_dots),
 ]
 PartitionId = Annotated[int, Field(ge=0, le=2**31 - 1)]
+
+
+def _topic_id(v: str) -> str:
+    parse_topic_id(v)
+    return v
+
+
+TopicId = Annotated[
+    str,
+    StringConstraints(min_length=22, max_length=22, pattern=r"^[A-Za-z0-9_-]{22}$"),
+    AfterValidator(_topic_id),
+]
+"""A topic id (KIP-516) in Kafka's string form (``storage.names.parse_topic_id``)."""
 BrokerId = Annotated[int, Field(ge=0, le=2**31 - 1)]
 Epoch = Annotated[int, Field(ge=-1, le=2**31 - 1)]
 Offset = Annotated[int, Field(ge=-2, le=2**63 - 1)]
@@ -243,6 +258,10 @@ class LeaderAndIsrPartition(Model):
     is_new_replica: bool = False
     min_insync_replicas: Annotated[int, Field(ge=1, le=1000)] = 1
     configs: dict[str, str] = Field(default_factory=dict, max_length=100)
+    topic_id: TopicId | None = None
+    """KIP-516: the topic's id; the broker keeps it in ``partition.metadata`` and refuses the
+    partition (INCONSISTENT_TOPIC_ID) when its replica has another. ``None``: a controller that
+    has not assigned one yet; nothing is checked or written."""
 
     @model_validator(mode="after")
     def _consistent(self) -> LeaderAndIsrPartition:
@@ -347,6 +366,7 @@ class PartitionMetadata(Model):
     isr: list[int]
     replicas: list[int]
     offline_replicas: list[int] = Field(default_factory=list)
+    topic_id: TopicId | None = None
 
 
 class UpdateMetadataRequest(Model):
@@ -411,6 +431,20 @@ class BrokerHeartbeat(Model):
     kafka_endpoint: KafkaEndpoint | None = None
     """The broker's advertised Kafka listener (``kafka.advertised.listeners``): the controller
     passes every live broker's in UpdateMetadata, so each can answer Metadata for all."""
+
+
+class AllocateProducerIdsRequest(Model):
+    """A broker asks the controller for a block of producer ids (Kafka's
+    AllocateProducerIds, KIP-730): InitProducerId hands them out one by one."""
+
+    broker_id: BrokerId
+
+
+class AllocateProducerIdsResponse(Model):
+    """Ids ``first_producer_id`` to ``first_producer_id + count - 1``, this broker's alone."""
+
+    first_producer_id: int = Field(ge=0, le=2**63 - 1)
+    count: int = Field(ge=1, le=1_000_000)
 
 
 class LogDirEvent(Model):

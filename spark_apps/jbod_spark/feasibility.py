@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jbod_operator.models.common import human_bytes
-from jbod_operator.models.plan_report import ConstraintCheck
+from jbod_operator.models.plan_report import BandScope, ConstraintCheck
 
 from .arrays import F64, I64, BoolA, ClusterArrays
 from .metrics import broker_spreads_pp
@@ -42,7 +42,7 @@ MAX_REASONS = 8
 @dataclass(frozen=True)
 class Feasibility:
     feasible: bool
-    band_scope: str
+    band_scope: BandScope
     best_spread_pp: float
     broker_spread_pp_before: float
     broker_spread_pp_after: float
@@ -51,14 +51,13 @@ class Feasibility:
     reasons: list[str] = field(default_factory=list)
 
 
-def band_scope(a: ClusterArrays, opts: PlanOptions) -> tuple[str, BoolA]:
+def band_scope(a: ClusterArrays, opts: PlanOptions) -> tuple[BandScope, BoolA]:
     """The brokers whose disks the mode balances, so the band applies to them: every broker in
-    full and dirs-only mode, the new brokers in add-brokers mode (the others only give), none
-    in the modes that only empty (remove-brokers, remove-dirs) or relieve (targeted)."""
-    if opts.mode in (Mode.FULL, Mode.DIRS_ONLY):
+    full, dirs-only and add-brokers mode (add-brokers moves replicas between brokers only onto
+    the new ones, and balances every broker's disks), none in the modes that only empty
+    (remove-brokers, remove-dirs) or relieve (targeted)."""
+    if opts.mode in (Mode.FULL, Mode.DIRS_ONLY, Mode.ADD_BROKERS):
         return "all", np.ones(a.n_brokers, dtype=np.bool_)
-    if opts.mode is Mode.ADD_BROKERS:
-        return "added", np.isin(a.broker_ids, np.asarray(opts.brokers, dtype=np.int64))
     return "none", np.zeros(a.n_brokers, dtype=np.bool_)
 
 

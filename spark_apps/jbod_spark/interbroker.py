@@ -512,7 +512,13 @@ def plan_inter_broker(a: ClusterArrays, opts: PlanOptions, sizes: I64 | None = N
             deficit = np.where(recv_mask, lo * st.bcap - st.bload, 0.0)
             donors = elig & ~recv_mask
             _take(st, np.maximum(deficit, 0.0), donors, lo * st.bcap, recv_mask, dceil, blimit)
-            ceiling = dceil
+            # Replicas cross brokers only onto the new ones, but every broker's disks are
+            # balanced (moves within a broker), so a disk added to an old broker fills too and
+            # the whole cluster ends inside the band, as the Rebalance reports it.
+            balance_b = st.eligible.copy()
+            ceiling = np.where(
+                recv_mask, dceil, np.minimum(thr, np.maximum(st.max_before, fill_ceiling))
+            )
     elif mode is Mode.TARGETED:
         tgt = opts.target_utilisation
         dceil = np.full(nb, min(tgt, thr))

@@ -16,6 +16,7 @@ from jbod_broker import wire
 from jbod_broker.client import BrokerClient
 from jbod_broker.local import LocalCluster, free_port
 from jbod_broker.storage.names import TopicPartition
+from jbod_operator.plan.producer_ids import BLOCK_SIZE, take_block
 
 
 @dataclass
@@ -40,6 +41,7 @@ class ControllerStub:
         self.log_dir_events: list[wire.LogDirEvent] = []
         self.alter_requests: list[wire.AlterPartitionRequest] = []
         self.dead: set[int] = set()
+        self.next_producer_id = 0
         self.heartbeats: dict[int, int] = {}
         self.kafka_endpoints: dict[int, str] = {}
         """Each broker's advertised Kafka listener, from its heartbeats (as the operator)."""
@@ -55,6 +57,7 @@ class ControllerStub:
         app.router.add_post("/v1/controller/alter-partition", self._alter_partition)
         app.router.add_post("/v1/controller/log-dir-event", self._log_dir_event)
         app.router.add_post("/v1/controller/heartbeat", self._heartbeat)
+        app.router.add_post("/v1/controller/allocate-producer-ids", self._allocate_producer_ids)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
@@ -123,6 +126,13 @@ class ControllerStub:
         if hb.kafka_endpoint is not None:
             self.kafka_endpoints[hb.broker_id] = hb.kafka_endpoint
         return web.json_response({"ok": True})
+
+    async def _allocate_producer_ids(self, request: web.Request) -> web.Response:
+        """The operator's rule (``plan.producer_ids``) with the counter in memory."""
+        wire.AllocateProducerIdsRequest.model_validate_json(await request.read())
+        first, self.next_producer_id = take_block(self.next_producer_id)
+        resp = wire.AllocateProducerIdsResponse(first_producer_id=first, count=BLOCK_SIZE)
+        return web.Response(body=resp.model_dump_json(), content_type="application/json")
 
     async def _log_dir_event(self, request: web.Request) -> web.Response:
         ev = wire.LogDirEvent.model_validate_json(await request.read())

@@ -92,3 +92,21 @@ async def test_cleanup_stops_a_running_job_and_its_children(launcher: PlanningJo
 
 async def test_a_job_unknown_to_the_launcher_is_unknown(launcher: PlanningJobs) -> None:
     assert (await launcher.state(JobRef("ns", "never"))).state == JobState.UNKNOWN
+
+
+async def test_the_detector_s_history_travels_beside_the_snapshot_as_the_job_s_metrics(
+    launcher: PlanningJobs,
+) -> None:
+    """The sampled history (JSON lines) is written in the job's folder and named to the job
+    with ``--metrics``; without history the job gets no ``--metrics`` at all."""
+    history = b'{"broker_id": 0, "log_dir": "a", "ts": 1.0, "bytes": 5}\n'
+    await launcher.start(JOB, b"ok", ["--mode", "dirs-only"], history)
+    assert await ended(launcher, JOB) == JobState.SUCCEEDED
+    path = launcher.job_dir(JOB) / "metrics.jsonl"
+    assert path.read_bytes() == history
+    log = (launcher.job_dir(JOB) / "driver.log").read_text()
+    assert f"--mode dirs-only --metrics {path} --master local[*]" in log
+    await launcher.start(JOB, b"ok", ["--mode", "dirs-only"])
+    assert await ended(launcher, JOB) == JobState.SUCCEEDED
+    assert not (launcher.job_dir(JOB) / "metrics.jsonl").exists()
+    assert "--metrics" not in (launcher.job_dir(JOB) / "driver.log").read_text()

@@ -83,6 +83,9 @@ def test_every_error_the_storage_module_defines_derives_from_the_root() -> None:
         "LogDirNotFoundError",
         "ReplicaNotAvailableError",
         "NoLiveLogDirError",
+        "DuplicateSequenceError",
+        "OutOfOrderSequenceError",
+        "InvalidProducerEpochError",
     }
 
 

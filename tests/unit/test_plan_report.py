@@ -107,7 +107,7 @@ def test_moves_between_brokers_and_between_disks_are_counted_apart() -> None:
     assert s.broker_spread_pp_before == pytest.approx(spread_pp(utils_before))
     assert s.broker_spread_pp_after == pytest.approx(spread_pp(utils_after))
     assert s.broker_spread_pp_after < s.broker_spread_pp_before
-    assert s.band_scope == "added"
+    assert s.band_scope == "all"
     assert s.feasible, s.infeasible_reasons
 
 

@@ -353,13 +353,34 @@ def test_add_brokers_moves_onto_new_brokers_only() -> None:
     s = cluster4()
     p = plan(s, PlanOptions(mode=Mode.ADD_BROKERS, brokers=[3]))
     assert_hard_constraints(p)
-    assert p.moves and all(m.to_broker == 3 for m in p.moves)
+    inter = [m for m in p.moves if m.from_broker != m.to_broker]
+    assert inter and all(m.to_broker == 3 for m in inter)
     b3 = next(b for b in p.report.brokers if b.broker_id == 3)
     assert b3.replicas_after > 0 and b3.spread_pp_after <= 5.0
     # leadership moves only onto the new broker too
     for pt in p.partitions:
         if pt.leader_changed:
             assert pt.replicas[0] == 3
+
+
+def test_add_brokers_also_balances_the_old_brokers_disks() -> None:
+    """A disk added to an old broker fills (a move within that broker) while replicas cross
+    brokers only onto the new one: every broker ends inside the band, as full mode would."""
+    reps: list[Rep] = [("t", p, p % 3, "a", 5 * GB // 2, True) for p in range(72)]
+    s = make(
+        {0: None, 1: None, 2: None, 3: None},
+        {(b, d): 100 * GB for b in range(4) for d in ("a", "b")},
+        reps,
+    )
+    p = plan(s, PlanOptions(mode=Mode.ADD_BROKERS, brokers=[3]))
+    assert_hard_constraints(p)
+    inter = [m for m in p.moves if m.from_broker != m.to_broker]
+    intra = [m for m in p.moves if m.from_broker == m.to_broker]
+    assert inter and all(m.to_broker == 3 for m in inter)
+    assert {m.from_broker for m in intra} == {0, 1, 2}
+    assert all(m.to_dir_name == "b" for m in intra)
+    assert p.report.summary.band_scope == "all"
+    assert all(b.spread_pp_after <= 5.0 for b in p.report.brokers), p.report.text()
 
 
 def test_remove_brokers_empties_them() -> None:

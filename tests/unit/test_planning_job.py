@@ -13,6 +13,7 @@ from jbod_operator.models.spark_application import (
     TERMINAL_STATES,
     ApplicationState,
     build_spark_application,
+    job_file,
     plan_paths,
 )
 from jbod_operator.plan.planning_job import (
@@ -174,6 +175,8 @@ def test_a_condition_that_is_not_true_does_not_count() -> None:
 def test_the_job_runs_the_driver_on_local_with_the_data_claim() -> None:
     snapshot, out = plan_paths("ns/rb-1")
     assert (snapshot, out) == ("/data/ns/rb-1/snapshot.json", "/data/ns/rb-1/out")
+    # The metric history travels the same way, beside the snapshot.
+    assert job_file("ns/rb-1", "metrics.jsonl") == "/data/ns/rb-1/metrics.jsonl"
     owner = {"apiVersion": "jbod.io/v1alpha1", "kind": "Rebalance", "name": "rb", "uid": "u"}
     job = batch_job(
         name="rb-1",

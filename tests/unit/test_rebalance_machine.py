@@ -506,29 +506,41 @@ def test_rebalancing_to_not_ready_when_the_disks_measure_outside_the_band(
 
 
 def test_the_end_state_is_held_to_the_proposal_s_scope(edges: list[Edge]) -> None:
-    """add-brokers balances the new brokers' disks (the planner's scope): the others are
-    measured and reported, and only the threshold holds for them."""
+    """remove-brokers only empties (the planner's scope is none): the disks are measured and
+    reported, and only the capacity threshold holds for them, not the band."""
     r = rb(
-        mode="add-brokers",
+        mode="remove-brokers",
         brokers=[2],
         status=status_in(
             P.REBALANCING,
             wave=2,
             approved=True,
-            proposal={**plan.summarise(report(), 2).dump(), "bandScope": "added"},
+            proposal={**plan.summarise(report(), 2).dump(), "bandScope": "none"},
         ),
     )
     kids = {c.name: child(c, "Succeeded") for c in TWO_WAVES}
     measured = (
         DiskMeasure(broker_id=0, spread=9.0, largest_utilisation=30.0),
-        DiskMeasure(broker_id=2, spread=2.0, largest_utilisation=20.0),
+        DiskMeasure(broker_id=1, spread=2.0, largest_utilisation=20.0),
     )
     d = decide(obs(r, planned=TWO_WAVES, waves=2, children=kids, measured=measured))
     assert edges == [(P.REBALANCING, P.READY)]
-    assert "worst disk spread 2.0 pp over brokers 2 (the mode's scope)" in cond(d)[1]
+    assert "worst disk spread 0.0 pp over brokers none (the mode's scope)" in cond(d)[1]
     hot = (DiskMeasure(broker_id=0, spread=9.0, largest_utilisation=81.0), measured[1])
     d = decide(obs(r, planned=TWO_WAVES, waves=2, children=kids, measured=hot))
     assert d.status.phase == P.NOT_READY and "broker 0: a disk at 81.0%" in cond(d)[1]
+    # The same measures under a proposal whose band covers every broker: outside the band.
+    full = rb(
+        mode="full",
+        status=status_in(
+            P.REBALANCING,
+            wave=2,
+            approved=True,
+            proposal={**plan.summarise(report(), 2).dump(), "bandScope": "all"},
+        ),
+    )
+    d = decide(obs(full, planned=TWO_WAVES, waves=2, children=kids, measured=measured))
+    assert d.status.phase == P.NOT_READY and cond(d)[0] == "OutsideBand"
 
 
 def test_a_remove_mode_ends_ready_only_once_what_it_empties_is_empty(edges: list[Edge]) -> None:

@@ -2,7 +2,8 @@
 
 Every batch of tests/bad_batches.py has sound framing and a recomputed CRC (a follower's check,
 ``check_records=False``, passes it, which is all today's leader checked); the leader's check
-refuses it with CORRUPT_MESSAGE or INVALID_RECORD naming the problem, and the log is unchanged.
+refuses it with CORRUPT_MESSAGE or INVALID_RECORD naming the problem (RECORD_LIST_TOO_LARGE for
+a decompression bomb, issue 18), and the log is unchanged.
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ from pathlib import Path
 import pytest
 
 from jbod_broker.storage.diskio import LogDirFailureChannel
-from jbod_broker.storage.errors import CorruptRecordError, InvalidRecordError, StorageError
+from jbod_broker.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordTooLargeError,
+    StorageError,
+)
 from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch, decode_batch, validate_batches
@@ -23,6 +29,7 @@ BAD = bad_batches()
 ERRORS: dict[str, type[StorageError]] = {
     "CORRUPT_MESSAGE": CorruptRecordError,
     "INVALID_RECORD": InvalidRecordError,
+    "RECORD_LIST_TOO_LARGE": RecordTooLargeError,
 }
 
 

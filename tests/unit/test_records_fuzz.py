@@ -18,7 +18,10 @@ from jbod_broker.storage.records import (
     BATCH_HEADER_SIZE,
     GZIP,
     LOG_OVERHEAD,
+    LZ4,
     NONE,
+    SNAPPY,
+    ZSTD,
     Header,
     build_batch,
     compute_crc,
@@ -37,7 +40,7 @@ _record = st.tuples(
 batches = st.builds(
     lambda records, codec: build_batch(records, base_timestamp=BASE_TS, compression=codec),
     st.lists(_record, min_size=1, max_size=5),
-    st.sampled_from([NONE, GZIP]),
+    st.sampled_from([NONE, GZIP, SNAPPY, LZ4, ZSTD]),
 )
 
 

@@ -8,8 +8,9 @@ Per log directory: ``recovery-point-offset-checkpoint``, ``log-start-offset-chec
     topic 0 1234
     topic 1 99
 
-Per replica: ``leader-epoch-checkpoint`` (``epoch start_offset`` lines). Per directory:
-``meta.properties`` identifies the broker and the directory.
+Per replica: ``leader-epoch-checkpoint`` (``epoch start_offset`` lines) and
+``partition.metadata`` (the topic id, KIP-516). Per directory: ``meta.properties`` identifies
+the broker and the directory.
 
 Pure parsing and formatting here; files are written with
 :func:`jbod_broker.storage.diskio.write_atomically` by the callers, under their failure guard.
@@ -18,9 +19,10 @@ Pure parsing and formatting here; files are written with
 from __future__ import annotations
 
 import os
+import re
 
 from .errors import CorruptRecordError
-from .names import TopicPartition
+from .names import TopicPartition, parse_topic_id
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -89,6 +91,38 @@ def parse_epochs(data: bytes, source: str) -> list[tuple[int, int]]:
         return out
     except (IndexError, ValueError) as e:
         raise CheckpointError(f"{source}: malformed checkpoint ({e})") from e
+
+
+PARTITION_METADATA_VERSION = 0
+
+
+def format_partition_metadata(topic_id: str) -> bytes:
+    """Kafka's ``partition.metadata`` (``PartitionMetadata.encode``): two lines, the second
+    without a newline, exactly as Kafka writes them, so Kafka's reader takes our file."""
+    parse_topic_id(topic_id)
+    return f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {topic_id}".encode()
+
+
+def parse_partition_metadata(data: bytes, source: str) -> str:
+    """The topic id in a ``partition.metadata`` file, read as Kafka's
+    ``PartitionMetadataReadBuffer`` reads it: ``version: <n>`` (n at least 0, later versions
+    read the same way, as Kafka does for downgrades), then ``topic_id: <id>``, each split at
+    a colon followed by whitespace. A file Kafka would refuse raises ``CheckpointError``."""
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    try:
+        version_parts = re.split(r":\s+", lines[0])
+        if len(version_parts) != 2 or version_parts[0] != "version":
+            raise CheckpointError(f"{source}: malformed line {lines[0]!r}")
+        version = int(version_parts[1])
+        if version < PARTITION_METADATA_VERSION:
+            raise CheckpointError(f"{source}: unknown partition metadata version {version}")
+        id_parts = re.split(r":\s+", lines[1])
+        if len(id_parts) != 2 or id_parts[0] != "topic_id":
+            raise CheckpointError(f"{source}: malformed line {lines[1]!r}")
+        parse_topic_id(id_parts[1])
+        return id_parts[1]
+    except (IndexError, ValueError) as e:
+        raise CheckpointError(f"{source}: malformed partition metadata ({e})") from e
 
 
 def format_properties(props: dict[str, str]) -> bytes:

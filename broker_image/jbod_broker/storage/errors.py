@@ -13,11 +13,16 @@ error a broker can answer with" catches :class:`KafkaError`. The part of the tre
     ├── InvalidTopicError            bad topic name or partition number
     ├── InvalidRequestError          a request that can never succeed as sent
     │   └── InvalidLogDirError       not an absolute path of a configured log dir
+    ├── InconsistentTopicIdError     a replica's topic id differs from the one a request names
     └── StorageError                 about logs, disks or records
         ├── OffsetOutOfRangeError    offset below log start or above log end
         ├── CorruptRecordError       a batch whose framing or CRC is wrong
         ├── RecordTooLargeError      a batch larger than max.message.bytes
         ├── InvalidRecordError       a batch that is well formed but unacceptable here
+        ├── DuplicateSequenceError   an idempotent producer's batch already in the log (not a
+        │                            failure: the produce path answers its original offsets)
+        ├── OutOfOrderSequenceError  an idempotent producer's batch after a sequence gap
+        ├── InvalidProducerEpochError a batch of an idempotent producer's fenced (older) epoch
         ├── KafkaStorageError        the directory holding the replica is offline
         ├── InsufficientSpaceError   a directory has no room for a move or a new replica
         ├── ResourceShortageError    the process ran out of open files or memory (not the disk)
@@ -43,6 +48,14 @@ class KafkaError(Exception):
 
 class InvalidTopicError(KafkaError):
     kafka_error = "INVALID_TOPIC_EXCEPTION"
+
+
+class InconsistentTopicIdError(KafkaError):
+    """Kafka's INCONSISTENT_TOPIC_ID (KIP-516): the replica here belongs to another topic of the
+    same name (deleted and created again), or the request does. Not a disk failure: the replica
+    and its directory stay as they are, and the request is refused for that partition."""
+
+    kafka_error = "INCONSISTENT_TOPIC_ID"
 
 
 class InvalidRequestError(KafkaError):
@@ -71,6 +84,30 @@ class RecordTooLargeError(StorageError):
 
 class InvalidRecordError(StorageError):
     kafka_error = "INVALID_RECORD"
+
+
+class DuplicateSequenceError(StorageError):
+    """The batch is one the log already holds (same producer, epoch and sequence range among
+    the producer's last five): nothing is written, and the produce path answers success with
+    the offsets the batch got the first time, as Kafka does. A storage error so that it takes
+    the slot of its request in a group append like any refusal; the offsets ride on it.
+    """
+
+    kafka_error = "DUPLICATE_SEQUENCE_NUMBER"
+
+    def __init__(self, message: str, *, first_offset: int, last_offset: int, log_start_offset: int):
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.log_start_offset = log_start_offset
+
+
+class OutOfOrderSequenceError(StorageError):
+    kafka_error = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(StorageError):
+    kafka_error = "INVALID_PRODUCER_EPOCH"
 
 
 class KafkaStorageError(StorageError):

@@ -21,9 +21,15 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import NamedTuple, ParamSpec, TypeVar
+from typing import NamedTuple, ParamSpec, TypeAlias, TypeVar
 
-from .checkpoints import CheckpointError, format_epochs, parse_epochs
+from .checkpoints import (
+    CheckpointError,
+    format_epochs,
+    format_partition_metadata,
+    parse_epochs,
+    parse_partition_metadata,
+)
 from .clock import wall_ms
 from .diskio import (
     OUT_OF_SPACE,
@@ -35,6 +41,8 @@ from .diskio import (
     write_or_remove,
 )
 from .errors import (
+    DuplicateSequenceError,
+    InconsistentTopicIdError,
     InvalidRecordError,
     InvalidRequestError,
     KafkaStorageError,
@@ -49,11 +57,23 @@ from .names import (
     INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
+    PARTITION_METADATA,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TopicPartition,
     parse_segment_file,
     segment_file_name,
+)
+from .producer_state import (
+    CorruptSnapshotError,
+    ProducerEntry,
+    ProducerStateManager,
+    check_append,
+    delete_snapshot_file,
+    increment_sequence,
+    list_snapshots,
+    read_snapshot_file,
+    with_batch,
 )
 from .records import (
     DEFAULT_MAX_BATCH_BYTES,
@@ -70,6 +90,9 @@ _log = logging.getLogger(__name__)
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _OFFSET_EPOCH = struct.Struct(">qii")
 
+
+_Request: TypeAlias = tuple[int, list[BatchHeader]]
+"""A request's index in its group and its batch headers."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -201,6 +224,11 @@ class Log:
         self._unflushed_records = 0
         self._truncations = 0
         self.epochs = LeaderEpochCache([], self._persist_epochs)
+        # Idempotent producers (issue 18): their epochs and last batches, with the
+        # ``<offset>.snapshot`` files beside the segments (see producer_state).
+        self.producers = ProducerStateManager(dir_path)
+        self.topic_id: str | None = None
+        """KIP-516: the topic id in ``partition.metadata``; ``None`` until one arrives."""
 
     # -- construction ---------------------------------------------------------------------
 
@@ -216,8 +244,10 @@ class Log:
         is_future: bool = False,
         start_offset: int = 0,
         handles: FileHandles | None = None,
+        topic_id: str | None = None,
     ) -> Log:
-        """Make the replica folder and its first segment. Refused for the process's shortage
+        """Make the replica folder, its first segment and, given a topic id, its
+        ``partition.metadata``. Refused for the process's shortage
         (:class:`ResourceShortageError`: open files, memory), it leaves nothing behind: a
         half-made folder would be loaded as a replica at the next start (issue 14)."""
         log = cls(
@@ -228,6 +258,8 @@ class Log:
                 os.makedirs(dir_path, exist_ok=False)
                 log._add_segment(start_offset)
                 log.log_start_offset = log.recovery_point = log.high_watermark = start_offset
+                if topic_id is not None:
+                    log._write_topic_id(topic_id)
         except ResourceShortageError:
             log._undo_create(start_offset)
             raise
@@ -241,6 +273,8 @@ class Log:
         try:
             with self.channel.guard(self.log_dir, f"remove refused log {self.tp}"):
                 LogSegment.delete_files(self.dir_path, start_offset)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.dir_path, PARTITION_METADATA))
                 with contextlib.suppress(FileNotFoundError):
                     os.rmdir(self.dir_path)
         except ResourceShortageError:
@@ -285,6 +319,8 @@ class Log:
                 log.recovery_point = min(max(recovery_point, log.log_start_offset), leo)
                 log.high_watermark = min(max(high_watermark, log.log_start_offset), leo)
                 log._load_epochs()
+                log._load_producer_state(clean_shutdown)
+                log._load_topic_id()
         except BaseException:
             log.close_quietly()
             raise
@@ -367,6 +403,46 @@ class Log:
         if from_file and cache.entries() != entries:
             write_or_remove(path, format_epochs(cache.entries()))
 
+    def _load_topic_id(self) -> None:
+        """The topic id from ``partition.metadata``, if the replica has one. A file Kafka's
+        reader would refuse is set aside as unknown (logged) rather than take the directory
+        offline as Kafka would: the next LeaderAndIsr carrying the id writes it again, and a
+        wrong id can only come from a request, where it is checked."""
+        path = os.path.join(self.dir_path, PARTITION_METADATA)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return
+        try:
+            self.topic_id = parse_partition_metadata(data, path)
+        except CheckpointError as e:
+            _log.warning(
+                "unreadable partition.metadata: topic id unknown until the controller sends it",
+                extra={"event": "partition_metadata_unreadable", "path": path, "error": str(e)},
+            )
+
+    def _write_topic_id(self, topic_id: str) -> None:
+        write_atomically(
+            os.path.join(self.dir_path, PARTITION_METADATA), format_partition_metadata(topic_id)
+        )
+        self.topic_id = topic_id
+
+    def assign_topic_id(self, topic_id: str) -> None:
+        """KIP-516: check the request's topic id against the replica's, or record it the
+        first time one arrives (Kafka's ``assignTopicId``). Another id than the one the
+        replica has raises :class:`InconsistentTopicIdError` and changes nothing."""
+        with self.lock:
+            if self.topic_id == topic_id:
+                return
+            if self.topic_id is not None:
+                raise InconsistentTopicIdError(
+                    f"replica {self.tp} in {self.log_dir} has topic id {self.topic_id}, "
+                    f"the request names {topic_id}: refused, nothing changed"
+                )
+            with self._guard("write partition.metadata"):
+                self._write_topic_id(topic_id)
+
     def _scan_epochs(self) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
         for seg in self.segments:
@@ -375,6 +451,145 @@ class Log:
                 if epoch >= 0 and (not out or epoch > out[-1][0]):
                     out.append((epoch, hdr.base_offset))
         return out
+
+    # -- producer state (issue 18) -----------------------------------------------------------
+
+    def _load_producer_state(self, clean_shutdown: bool) -> None:
+        """Kafka's rebuild at start: the newest readable snapshot at or below the log end, then
+        the batches after it. Snapshots past the end (a cut tail) are deleted; a corrupt one is
+        deleted and the next older tried. After a clean shutdown with no snapshot at all (a log
+        written before producer state was kept) nothing is replayed, as in Kafka's upgrade
+        path. Needs no new space (KAFKA-13773): only reads and unlinks.
+        """
+        self._reload_producers(replay=not clean_shutdown)
+        self.producers.remove_expired(wall_ms())
+
+    def _reload_producers(self, *, replay: bool = True) -> None:
+        leo = self.log_end_offset
+        offsets = list_snapshots(self.dir_path)
+        for off in offsets:
+            if off > leo:
+                delete_snapshot_file(self.dir_path, off)
+        self.producers.clear()
+        start: int | None = None
+        for off in reversed([o for o in offsets if o <= leo]):
+            try:
+                self.producers.load(read_snapshot_file(self.dir_path, off), off)
+            except CorruptSnapshotError as e:
+                _log.warning(
+                    "deleting a corrupt producer snapshot",
+                    extra={
+                        "event": "producer_snapshot_corrupt",
+                        "partition": str(self.tp),
+                        "error": str(e),
+                    },
+                )
+                delete_snapshot_file(self.dir_path, off)
+                continue
+            start = off
+            break
+        if start is None:
+            if not replay:
+                return
+            start = self.log_start_offset
+        self._replay_producers(max(start, self.log_start_offset), leo)
+
+    def _replay_producers(self, start: int, end: int) -> None:
+        """Apply the producer batches in ``[start, end)`` (headers only; no record is read)."""
+        if start >= end:
+            return
+        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        for seg in self.segments[i:]:
+            if seg.base_offset >= end:
+                break
+            pos = seg.index.lookup(start) if start > seg.base_offset else 0
+            for _pos, h in seg.scan(pos):
+                if h.base_offset >= end:
+                    break
+                if h.last_offset < start or h.producer_id < 0 or h.is_control:
+                    continue
+                self.producers.apply_batch(
+                    h.producer_id,
+                    h.producer_epoch,
+                    h.base_sequence,
+                    h.last_offset,
+                    h.last_offset_delta,
+                    h.max_timestamp,
+                )
+
+    def _truncate_producers(self) -> None:
+        """After a truncation: drop snapshots past the new end and rebuild the map as at start.
+        With no producer known before, truncation cannot add one: only the files are cut
+        (Kafka's shortcut, which spares followers a scan at every leader change)."""
+        if not self.producers.producers:
+            for off in list_snapshots(self.dir_path):
+                if off > self.log_end_offset:
+                    delete_snapshot_file(self.dir_path, off)
+            self.producers.last_snapshot_offset = min(
+                self.producers.last_snapshot_offset, self.log_end_offset
+            )
+            return
+        self._reload_producers()
+
+    def _check_producers(
+        self, valid: list[tuple[int, list[BatchHeader]]], offset: int
+    ) -> tuple[
+        list[tuple[int, list[BatchHeader]]], dict[int, ProducerEntry], dict[int, StorageError]
+    ]:
+        """A leader's producer checks for a group, in order, against the state as it will be
+        after the requests before (two in-flight requests of one producer can share a group).
+
+        Returns the requests to write, the producers' new entries once they are written, and
+        the refused ones' errors: a request holding a duplicate batch gets a
+        :class:`DuplicateSequenceError` carrying that batch's original offsets (Kafka answers
+        the whole request with them), a gap or a fenced epoch its error. Called under the lock.
+        """
+        kept: list[_Request] = []
+        pending: dict[int, ProducerEntry] = {}
+        refused: dict[int, StorageError] = {}
+        for i, headers in valid:
+            updates: dict[int, ProducerEntry] = {}
+            running = offset
+            try:
+                for h in headers:
+                    first = running
+                    running += h.last_offset_delta + 1
+                    pid = h.producer_id
+                    if pid < 0 or h.is_control:
+                        continue
+                    if h.base_sequence < 0:
+                        raise InvalidRecordError(
+                            f"{self.tp}: batch of producer {pid} has no sequence number"
+                        )
+                    cur = updates.get(pid) or pending.get(pid) or self.producers.entry(pid)
+                    last_seq = increment_sequence(h.base_sequence, h.last_offset_delta)
+                    dup = check_append(
+                        cur, h.producer_epoch, h.base_sequence, last_seq, f"{self.tp} at {first}"
+                    )
+                    if dup is not None:
+                        raise DuplicateSequenceError(
+                            f"{self.tp}: producer {pid} epoch {h.producer_epoch} sequences "
+                            f"{h.base_sequence}-{last_seq} are already at offsets "
+                            f"{dup.first_offset}-{dup.last_offset}",
+                            first_offset=dup.first_offset,
+                            last_offset=dup.last_offset,
+                            log_start_offset=self.log_start_offset,
+                        )
+                    updates[pid] = with_batch(
+                        cur or ProducerEntry(pid),
+                        h.producer_epoch,
+                        last_seq,
+                        running - 1,
+                        h.last_offset_delta,
+                        h.max_timestamp,
+                    )
+            except StorageError as e:
+                refused[i] = e
+                continue
+            pending.update(updates)
+            kept.append((i, headers))
+            offset = running
+        return kept, pending, refused
 
     def _persist_epochs(self, data: bytes) -> None:
         with self._guard("write leader-epoch checkpoint"):
@@ -448,10 +663,13 @@ class Log:
         return seg
 
     def _remove_segment(self, seg: LogSegment) -> None:
+        """Delete a segment's files, and the producer snapshot of the same base offset with
+        them (Kafka deletes a segment's snapshot with it)."""
         i = self.segments.index(seg)
         del self.segments[i]
         del self._bases[i]
         seg.delete()
+        delete_snapshot_file(self.dir_path, seg.base_offset)
 
     @property
     def active(self) -> LogSegment:
@@ -501,6 +719,10 @@ class Log:
         new = self._add_segment(leo)
         new.created_ms = now
         old.end_lease()  # sealed: read now and then, its handle may go when idle
+        # Kafka's snapshot at the new segment's base: a start replays at most this segment.
+        if not self.is_future:
+            self.producers.remove_expired(now)
+            self.producers.take_snapshot(leo, sync=False)
         return new
 
     @_follows_successor
@@ -541,12 +763,15 @@ class Log:
         results: list[AppendInfo | StorageError | None] = []
         valid: list[tuple[int, list[BatchHeader]]] = []
         max_bytes = self.config.max_message_bytes
+        idempotent = False
         for i, data in enumerate(requests):
             try:
-                valid.append((i, validate_batches(data, max_batch_bytes=max_bytes)))
+                headers = validate_batches(data, max_batch_bytes=max_bytes)
             except StorageError as e:
                 results.append(e)
                 continue
+            valid.append((i, headers))
+            idempotent = idempotent or any(h.producer_id >= 0 for h in headers)
             results.append(None)  # filled in under the lock
         if not valid:
             return [r for r in results if r is not None]
@@ -565,6 +790,17 @@ class Log:
             self._check_usable()
             try:
                 offset = self.log_end_offset
+                producers: dict[int, ProducerEntry] = {}
+                if idempotent:
+                    kept, producers, refused = self._check_producers(valid, offset)
+                    for i, err in refused.items():
+                        results[i] = err
+                    if not kept:
+                        return [r for r in results if r is not None]
+                    if len(kept) != len(valid):
+                        # Rare (a retry or a refusal): write the others' untouched bytes.
+                        valid = kept
+                        buf = bytearray().join([requests[i] for i, _ in valid])
                 if leader_epoch > self.epochs.latest_epoch:
                     self.epochs.assign(leader_epoch, offset)
                 pos = 0
@@ -589,6 +825,8 @@ class Log:
                         first, offset - 1, records, len(headers), pos - start, log_start
                     )
                 self._append_locked(buf, metas, total_records)
+                if producers:
+                    self.producers.update(producers)
             except OSError as e:
                 raise self._io_failed(e, "append") from e
         done = [r for r in results if r is not None]
@@ -625,6 +863,17 @@ class Log:
                 if h.partition_leader_epoch >= 0:
                     self.epochs.assign(h.partition_leader_epoch, h.base_offset)
             self._append_locked(data, metas, records)
+            for h in headers:
+                # The leader's producer state, rebuilt here, so that a failover de-duplicates.
+                if h.producer_id >= 0 and not h.is_control:
+                    self.producers.apply_batch(
+                        h.producer_id,
+                        h.producer_epoch,
+                        h.base_sequence,
+                        h.last_offset,
+                        h.last_offset_delta,
+                        h.max_timestamp,
+                    )
             return AppendInfo(
                 headers[0].base_offset,
                 expect - 1,
@@ -788,6 +1037,7 @@ class Log:
             self.active.truncate_to(offset)
             leo = self.log_end_offset
             self.epochs.truncate_from_end(leo)
+            self._truncate_producers()
             self.recovery_point = min(self.recovery_point, leo)
             self.high_watermark = min(self.high_watermark, leo)
             return True
@@ -804,6 +1054,9 @@ class Log:
         self._add_segment(offset)
         self.log_start_offset = self.recovery_point = self.high_watermark = offset
         self.epochs.clear()
+        for off in list_snapshots(self.dir_path):
+            delete_snapshot_file(self.dir_path, off)
+        self.producers.clear()
 
     @_follows_successor
     def update_high_watermark(self, hw: int) -> int:
@@ -953,6 +1206,7 @@ class Log:
         with self._guard("rename", closed_ok=True):
             os.rename(self.dir_path, new_path)
             self.dir_path = new_path
+            self.producers.dir_path = new_path
             for seg in self.segments:
                 seg.set_dir(new_path)
 
@@ -965,6 +1219,12 @@ class Log:
                 try:
                     with self._guard("close"):
                         self._flush_locked()
+                        # Kafka's snapshot at a clean shutdown: the next start replays nothing.
+                        # Not for a move's future copy: its map is not its own until the swap
+                        # (which brings the source's), and a snapshot of its empty map would
+                        # later hide the source's older ones.
+                        if not self.is_future:
+                            self.producers.take_snapshot(self.log_end_offset, sync=True)
                         for seg in self.segments:
                             seg.close()
                     self.closed = True
@@ -1053,6 +1313,8 @@ class Log:
         high_watermark: int,
         epochs: list[tuple[int, int]],
         config: LogConfig,
+        producers: ProducerStateManager | None = None,
+        topic_id: str | None = None,
     ) -> None:
         """Take over a move source's per-replica state at the swap (KAFKA-9263, KAFKA-15608).
 
@@ -1072,3 +1334,12 @@ class Log:
             cache.truncate_from_start(self.log_start_offset)
             self.epochs = LeaderEpochCache(cache.entries(), self._persist_epochs)
             self._persist_epochs(format_epochs(self.epochs.entries()))  # written once
+            if producers is not None:
+                # The source's map as it is under the swap's locks, so a batch retried right
+                # after the swap is still recognised; its snapshot files come with the other
+                # replica files (LogManager._carry_replica_files).
+                self.producers.copy_from(producers)
+            if topic_id is not None:
+                # The source's id, also when it arrived after this copy was made (the file
+                # itself is carried with the replica's other files).
+                self._write_topic_id(topic_id)

@@ -795,9 +795,18 @@ class LogManager:
         raise ReplicaNotAvailableError(f"replica {tp} is not on broker {self.broker_id}")
 
     def get_or_create_log(
-        self, tp: TopicPartition, *, is_new: bool, config: LogConfig | None = None
+        self,
+        tp: TopicPartition,
+        *,
+        is_new: bool,
+        config: LogConfig | None = None,
+        topic_id: str | None = None,
     ) -> Log:
-        """KIP-112: never re-create a replica that may sit on a bad disk unless it is new."""
+        """KIP-112: never re-create a replica that may sit on a bad disk unless it is new.
+
+        KIP-516: with ``topic_id``, an existing replica's id is checked first (another id
+        raises :class:`InconsistentTopicIdError` before anything changes, its config included)
+        or recorded when it has none; a new replica is created with it."""
         name = log_dir_name(tp)
         if len(name.encode()) > MAX_NAME_BYTES:
             raise InvalidTopicError(
@@ -807,6 +816,8 @@ class LogManager:
         with self._lock:
             existing = self._current_logs.get(tp)
             if existing is not None:
+                if topic_id is not None:
+                    existing.assign_topic_id(topic_id)
                 if config is not None:
                     existing.config = config
                 return existing
@@ -831,6 +842,7 @@ class LogManager:
                         self.channel,
                         log_dir=d,
                         handles=self.handles,
+                        topic_id=topic_id,
                     )
                 except KafkaStorageError as e:
                     last_error = e  # that directory just went offline: try the next (KAFKA-8526)
@@ -881,6 +893,7 @@ class LogManager:
                 is_future=True,
                 start_offset=src.log_start_offset,
                 handles=self.handles,
+                topic_id=src.topic_id,
             )
             self._future_logs[tp] = lg
             return lg
@@ -1090,6 +1103,8 @@ class LogManager:
                 high_watermark=source.high_watermark,
                 epochs=source.epochs.entries(),
                 config=source.config,
+                producers=source.producers,
+                topic_id=source.topic_id,
             )
             self._carry_replica_files(tp, source, future)
             future.flush()

@@ -8,6 +8,8 @@ base offset padded to 20 digits so that a plain lexical sort is the offset order
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import uuid
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ DELETE_SUFFIX = "-delete"
 STRAY_SUFFIX = "-stray"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
+PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
 
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 _SPECIAL_RE = re.compile(
@@ -34,6 +37,59 @@ _SPECIAL_RE = re.compile(
 )
 _PLAIN_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SEGMENT_RE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
+
+
+# -- topic ids (KIP-516) ----------------------------------------------------------------------
+
+TOPIC_ID_LENGTH = 22
+"""Characters of a topic id as Kafka prints it: 16 bytes in base64url without padding."""
+_RESERVED_TOPIC_IDS = (bytes(16), bytes(15) + b"\x01")
+"""Kafka's ``Uuid.RESERVED``: the zero id ("no id") and the metadata topic's id."""
+
+
+def format_topic_id(raw: bytes) -> str:
+    """A topic id's 16 bytes as Kafka's ``Uuid.toString``: base64url, no padding.
+
+    Kafka compares ids as 128-bit values and shows them in this form everywhere (its tools, the
+    ``partition.metadata`` file), so the operator's status and the broker's files carry the
+    same string a Kafka admin would see."""
+    if len(raw) != 16:
+        raise ValueError(f"a topic id has 16 bytes, not {len(raw)}")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def parse_topic_id(text: str) -> bytes:
+    """The 16 bytes of a topic id in Kafka's string form; ``ValueError`` for anything else:
+    another length, a character outside base64url, or a reserved id (zero means "no id").
+
+    Stricter than Kafka's ``Uuid.fromString`` on purpose: the one spelling Kafka prints is the
+    only one accepted, so two strings never name the same id."""
+    if len(text) != TOPIC_ID_LENGTH or not _TOPIC_ID_RE.fullmatch(text):
+        raise ValueError(f"{text!r} is not a topic id (22 characters of base64url)")
+    try:
+        raw = base64.urlsafe_b64decode(text + "==")
+    except (binascii.Error, ValueError) as e:
+        raise ValueError(f"{text!r} is not a topic id ({e})") from e
+    if format_topic_id(raw) != text:
+        raise ValueError(f"{text!r} is not a topic id (not Kafka's spelling of its bytes)")
+    if raw in _RESERVED_TOPIC_IDS:
+        raise ValueError(f"{text!r} is a reserved id, not a topic's")
+    return raw
+
+
+def new_topic_id() -> str:
+    """A fresh random id, drawn as Kafka's ``Uuid.randomUuid`` draws one: never a reserved id
+    and never one whose string starts with ``-`` (command-line tools would read it as a flag).
+    Also Kafka's form of a cluster id."""
+    while True:
+        raw = uuid.uuid4().bytes
+        text = format_topic_id(raw)
+        if raw not in _RESERVED_TOPIC_IDS and not text.startswith("-"):
+            return text
+
+
+_TOPIC_ID_RE = re.compile(r"[A-Za-z0-9_-]{22}")
 
 
 def validate_topic(topic: str) -> None:
@@ -152,3 +208,13 @@ def parse_segment_file(name: str) -> tuple[int, str] | None:
     if not m:
         return None
     return int(m.group(1)), "." + m.group(2)
+
+
+def snapshot_file_name(offset: int) -> str:
+    """A producer-state snapshot: ``<offset, 20 digits>.snapshot`` (Kafka's ``LogFileUtils``)."""
+    return segment_file_name(offset, PRODUCER_SNAPSHOT_SUFFIX)
+
+
+def parse_snapshot_file(name: str) -> int | None:
+    m = _SNAPSHOT_RE.match(name)
+    return int(m.group(1)) if m else None

@@ -28,16 +28,24 @@ magic byte are outside it.
 from __future__ import annotations
 
 import functools
-import gzip
 import struct
 import time
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple, TypeAlias
 
 import crc32c
 
+from jbod_broker.storage.compression import (
+    GZIP,
+    LZ4,
+    NONE,
+    SNAPPY,
+    ZSTD,
+    codec_name,
+    compress,
+    decompress,
+)
 from jbod_broker.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -88,12 +96,6 @@ MAGIC_V2: Final = 2
 LOG_OVERHEAD: Final = 12
 BATCH_HEADER_SIZE: Final = 61
 
-NONE: Final = 0
-GZIP: Final = 1
-SNAPPY: Final = 2
-LZ4: Final = 3
-ZSTD: Final = 4
-
 CREATE_TIME: Final = 0
 LOG_APPEND_TIME: Final = 1
 
@@ -117,9 +119,6 @@ _MIN_BATCH_LENGTH: Final = BATCH_HEADER_SIZE - LOG_OVERHEAD
 _MAGIC_OFFSET: Final = 16
 _ATTRIBUTES_OFFSET: Final = 21
 _PARTITION_LEADER_EPOCH_OFFSET: Final = 12
-# Kafka's default gzip level (Deflater.DEFAULT_COMPRESSION); 9 costs a lot for little gain.
-_GZIP_LEVEL: Final = 6
-_GZIP_WBITS: Final = 16 + zlib.MAX_WBITS
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 _BATCH_LENGTH: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
@@ -396,8 +395,8 @@ def build_batch(
         raise InvalidRecordError("a batch needs at least one record")
     if count > _INT32_MAX:
         raise InvalidRecordError(f"too many records for one batch: {count}")
-    if compression not in (NONE, GZIP):
-        raise InvalidRecordError(f"unsupported compression codec {compression} (NONE, GZIP only)")
+    if compression not in (NONE, GZIP, SNAPPY, LZ4, ZSTD):
+        raise InvalidRecordError(f"unknown compression codec {compression}")
 
     deltas: list[int] | None
     if timestamps is None:
@@ -449,8 +448,8 @@ def build_batch(
         base_sequence,
         count,
     )
-    if compression == GZIP:
-        batch += zlib.compress(b"".join(parts), _GZIP_LEVEL, _GZIP_WBITS)
+    if compression != NONE:
+        batch += compress(compression, b"".join(parts))
     else:
         batch += b"".join(parts)
     with memoryview(batch) as view:
@@ -710,9 +709,11 @@ def validate_batches(
     refused whole, so a log never holds a partial append. With ``check_records`` (the default,
     and what a leader runs on a producer's data, as Kafka's ``LogValidator``) every record is
     walked as :func:`decode_batch` would decode it: the declared count matches the records
-    present, every length and varint is sound, offset deltas run 0, 1, 2..., and the
-    compression codec is one this broker decodes (gzip payloads are decompressed and walked).
-    Nothing a consumer cannot decode gets past it. Without it (followers, whose bytes a leader
+    present, every length and varint is sound, offset deltas run 0, 1, 2..., and a compressed
+    batch (gzip, snappy, lz4, zstd) decompresses in Kafka's framing, within
+    :data:`compression.MAX_DECOMPRESSED_BYTES`, to records that pass the same walk; it is
+    stored as the producer compressed it, never re-encoded. Nothing a consumer cannot decode
+    gets past it. Without it (followers, whose bytes a leader
     already checked this way, as Kafka's ``appendAsFollower``), framing, header fields and the
     CRC are checked, which is enough to know the bytes are what the leader wrote.
     """
@@ -767,16 +768,6 @@ def first_corrupt_position(
 # --------------------------------------------------------------------------------------------
 
 
-_CODEC_NAMES: Final = ("none", "gzip", "snappy", "lz4", "zstd")
-
-
-def _decompress_gzip(data: memoryview, pos: int) -> bytes:
-    try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise CorruptRecordError(f"bad gzip data in batch at position {pos}: {exc}") from exc
-
-
 def _whole_bytes(buf: Buffer) -> bytes | None:
     """``buf`` as the ``bytes`` the record reader takes without a copy (itself, or the bytes a
     whole view shows), or None: the caller then copies one batch, never all of ``buf`` (a
@@ -815,26 +806,29 @@ def _walk_batch(
 ) -> None:
     """Check (and with ``out``, decode) every record of the batch at ``pos`` (ending at ``end``).
 
-    Uncompressed records are walked where they lie; gzip ones once decompressed. Other codecs
-    are refused: a batch this broker cannot decode is not one it may store. ``at`` is the
-    batch's position in the caller's buffer when ``buf`` is a copy of the batch alone (errors
-    name where the caller's data is bad).
+    Uncompressed records are walked where they lie, compressed ones once decompressed
+    (:func:`compression.decompress`, bounded, in Kafka's framings). The batch itself is never
+    re-encoded: what is stored is the producer's bytes. ``at`` is the batch's position in the
+    caller's buffer when ``buf`` is a copy of the batch alone (errors name where the caller's
+    data is bad).
     """
     where = pos if at is None else at
     codec = header.attributes & _COMPRESSION_MASK
     if codec == NONE:
         data = buf
         start = pos + BATCH_HEADER_SIZE
-    elif codec == GZIP:
-        with memoryview(buf) as view:
-            data = _decompress_gzip(view[pos + BATCH_HEADER_SIZE : end], where)
+    elif codec <= ZSTD:
+        try:
+            with memoryview(buf) as view:
+                data = decompress(codec, view[pos + BATCH_HEADER_SIZE : end])
+        except (CorruptRecordError, RecordTooLargeError) as exc:
+            raise type(exc)(f"batch at position {where}: {exc}") from None
         start = 0
         end = len(data)
     else:
-        name = _CODEC_NAMES[codec] if codec < len(_CODEC_NAMES) else "unknown"
         raise InvalidRecordError(
-            f"batch at position {where} uses compression codec {codec} ({name}), which this "
-            "broker cannot decode: only none and gzip are supported"
+            f"batch at position {where} uses compression codec {codec} ({codec_name(codec)}), "
+            "which Kafka does not define"
         )
     try:
         walk_records(data, start, end, header.records_count, out)

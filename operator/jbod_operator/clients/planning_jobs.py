@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..models.spark_application import build_spark_application, plan_paths
+from ..models.spark_application import build_spark_application, job_file, plan_paths
 from ..plan.planning_job import (
     DriverView,
     batch_job,
@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 OUTPUT_FILES = ("manifests.json", "reassignment.json", "report.json", "report.txt", "plot.png")
 """What the job writes into its output folder (``plot.png`` only when it can draw)."""
 REPORT = "report.json"
+METRICS_FILE = "metrics.jsonl"
+"""The detector's metric history in a job's folder (JSON lines: the job reads ``.jsonl``)."""
 """The output whose presence says the driver wrote its plan (``plan.planning_job``)."""
 LOG_TAIL = 2000
 """Characters of the local driver's log kept in a failed job's message."""
@@ -75,9 +77,12 @@ class JobRef:
 
 
 class JobLauncher(Protocol):
-    async def start(self, job: JobRef, snapshot: bytes, args: Sequence[str]) -> None:
+    async def start(
+        self, job: JobRef, snapshot: bytes, args: Sequence[str], metrics: bytes = b""
+    ) -> None:
         """Start ``job`` on ``snapshot`` (a ClusterSnapshot's JSON) with the job's arguments
-        after ``--snapshot``/``--out``; a job of that name is replaced."""
+        after ``--snapshot``/``--out``, and ``metrics`` (the detector's history as JSON lines,
+        the job's ``--metrics``) when there is any; a job of that name is replaced."""
 
     async def state(self, job: JobRef) -> JobView:
         """Running, Succeeded (the driver ended and wrote its report), Failed (with why), or
@@ -100,6 +105,9 @@ class Driver(Protocol):
         """Run the driver on ``snapshot.json`` in the job's folder, writing into ``out/``
         (``local_dir`` is the folder as the operator sees it)."""
 
+    def file_path(self, job: JobRef, local_dir: Path, name: str) -> str:
+        """A file of the job's folder as the driver sees it (an argument it is given)."""
+
     async def observe(self, job: JobRef, local_dir: Path) -> DriverView | None:
         """How the driver is doing; None when there is no driver of that name."""
 
@@ -121,12 +129,18 @@ class PlanningJobs:
     def job_dir(self, job: JobRef) -> Path:
         return self.work_dir / job.folder
 
-    async def start(self, job: JobRef, snapshot: bytes, args: Sequence[str]) -> None:
+    async def start(
+        self, job: JobRef, snapshot: bytes, args: Sequence[str], metrics: bytes = b""
+    ) -> None:
         await self.cleanup(job)
         d = self.job_dir(job)
         (d / "out").mkdir(parents=True)
         # ~150 MB at a million replicas: off the event loop.
         await asyncio.to_thread((d / "snapshot.json").write_bytes, snapshot)
+        if metrics:
+            # Beside the snapshot, on the same volume: it travels the way the snapshot does.
+            await asyncio.to_thread((d / METRICS_FILE).write_bytes, metrics)
+            args = [*args, "--metrics", self.driver.file_path(job, d, METRICS_FILE)]
         await self.driver.launch(job, d, args)
 
     async def state(self, job: JobRef) -> JobView:
@@ -180,6 +194,9 @@ class LocalDriver:
                 cwd=str(local_dir),
                 start_new_session=True,
             )
+
+    def file_path(self, job: JobRef, local_dir: Path, name: str) -> str:
+        return str(local_dir / name)
 
     def process(self, job: JobRef) -> asyncio.subprocess.Process | None:
         return self._procs.get((job.namespace, job.name))
@@ -254,6 +271,9 @@ class SparkApplicationDriver:
         )
         await self.kube.create(SPARK_APPLICATIONS, job.namespace, app.dump())
 
+    def file_path(self, job: JobRef, local_dir: Path, name: str) -> str:
+        return job_file(job.folder, name)
+
     async def observe(self, job: JobRef, local_dir: Path) -> DriverView | None:
         obj = await self.kube.get(SPARK_APPLICATIONS, job.namespace, object_name(job.name))
         if obj is None or obj["metadata"].get("deletionTimestamp"):
@@ -294,6 +314,9 @@ class BatchJobDriver:
         )
         await self.kube.create(JOBS, job.namespace, body)
 
+    def file_path(self, job: JobRef, local_dir: Path, name: str) -> str:
+        return job_file(job.folder, name)
+
     async def observe(self, job: JobRef, local_dir: Path) -> DriverView | None:
         obj = await self.kube.get(JOBS, job.namespace, object_name(job.name))
         if obj is None or obj["metadata"].get("deletionTimestamp"):
@@ -329,6 +352,10 @@ class AutoDriver:
 
     async def launch(self, job: JobRef, local_dir: Path, args: Sequence[str]) -> None:
         await (await self._driver()).launch(job, local_dir, args)
+
+    def file_path(self, job: JobRef, local_dir: Path, name: str) -> str:
+        # Both pod drivers see the job's folder on the data volume the same way.
+        return job_file(job.folder, name)
 
     async def observe(self, job: JobRef, local_dir: Path) -> DriverView | None:
         return await (await self._driver()).observe(job, local_dir)

@@ -27,7 +27,7 @@ from jbod_broker.errors import KafkaError, StaleControllerEpochError
 
 from ..clients.brokers import BrokerPool
 from ..clients.kube import TOPICS, ApiError, KubeClient
-from ..models import kafka_topic_name
+from ..models import kafka_topic_name, topic_id_of
 from ..plan import partition_state, topic_spec
 from ..plan.election import apply_to_status, decide, validate_alter_partition, view_from_status
 
@@ -227,6 +227,7 @@ class ClusterController:
             is_new=False,
             min_isr=topic_spec.min_insync_replicas(configs),
             configs=configs,
+            topic_id=topic_id_of(t),
         )
 
     async def _probe(
@@ -287,7 +288,7 @@ class ClusterController:
             controller_epoch=self.pool.controller_epoch,
             live_brokers=self.pool.endpoints(self.namespace, self.name, sorted(live)),
             partitions=[
-                partition_state.metadata(kafka_topic_name(t), s)
+                partition_state.metadata(kafka_topic_name(t), s, topic_id=topic_id_of(t))
                 for t in topics
                 for s in t["status"]["partitions"]
             ],

@@ -1,4 +1,5 @@
-"""The controller's endpoint for brokers: AlterPartition and log dir failure events.
+"""The controller's endpoint for brokers: AlterPartition, log dir failure events and
+producer-id blocks (``plan.producer_ids``).
 
 Each cluster's brokers post to ``/clusters/<namespace>/<name>/v1/controller/...`` with that
 cluster's bearer token. AlterPartition and heartbeats go to that
@@ -8,9 +9,11 @@ only the active operator answers, a standby says 503.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import hmac
 import logging
+import random
 import uuid
 from collections.abc import Callable
 from typing import TypeVar
@@ -21,12 +24,16 @@ from pydantic import ValidationError
 from jbod_broker import wire
 
 from ..clients.brokers import BrokerPool
-from ..clients.kube import EVENTS, ApiError, KubeClient
+from ..clients.kube import CONFIGMAPS, EVENTS, ApiError, KubeClient
+from ..plan import producer_ids
 from .cluster_controller import ClusterController
 
 log = logging.getLogger(__name__)
 
 CTX: web.AppKey[ControllerEndpoint] = web.AppKey("ctx")
+_ALLOCATE_ATTEMPTS = 10
+"""Conditional writes tried per block: only another operator (one losing its leadership) can
+race this one's writes, so more than a couple of conflicts in a row is not expected."""
 M = TypeVar("M", bound=wire.Model)
 
 
@@ -44,6 +51,7 @@ class ControllerEndpoint:
         self.controllers = controllers or (lambda _ns, _name: None)
         self.is_leader = is_leader
         self.log_dir_events: list[tuple[str, str, wire.LogDirEvent]] = []
+        self._allocate_lock = asyncio.Lock()
         self._runner: web.AppRunner | None = None
 
     async def start(self, host: str, port: int) -> int:
@@ -53,6 +61,7 @@ class ControllerEndpoint:
         app.router.add_post(base + "/alter-partition", alter_partition)
         app.router.add_post(base + "/log-dir-event", log_dir_event)
         app.router.add_post(base + "/heartbeat", heartbeat)
+        app.router.add_post(base + "/allocate-producer-ids", allocate_producer_ids)
         app.router.add_get("/healthz", healthz)
         app.router.add_get("/readyz", readyz)
         self._runner = web.AppRunner(app, access_log=None)
@@ -79,6 +88,48 @@ class ControllerEndpoint:
         if token is None or not given or not hmac.compare_digest(given, token):
             raise web.HTTPUnauthorized(reason="missing or wrong bearer token")
         return ns, name
+
+    async def allocate_producer_ids(self, ns: str, cluster: str) -> tuple[int, int]:
+        """Take the cluster's next block of producer ids: ``(first id, count)``.
+
+        Read the ConfigMap, then write the next block's start with the ``resourceVersion`` read
+        as a precondition (or create it): a concurrent writer makes the write fail with 409 and
+        the read is done again, so no block is ever given twice. The answer is sent only after
+        the write succeeded, so a block handed out is durable in the API server before any
+        broker uses it.
+        """
+        async with self._allocate_lock:  # this operator's requests one at a time
+            return await self._allocate_block(ns, cluster)
+
+    async def _allocate_block(self, ns: str, cluster: str) -> tuple[int, int]:
+        name = producer_ids.config_map_name(cluster)
+        for attempt in range(_ALLOCATE_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(random.uniform(0, 0.01 * attempt))  # desynchronise writers
+            cm = await self.kube.get(CONFIGMAPS, ns, name)
+            first, nxt = producer_ids.take_block(producer_ids.next_block_start(cm))
+            try:
+                if cm is None:
+                    body = producer_ids.config_map_body(ns, cluster, nxt)
+                    await self.kube.create(CONFIGMAPS, ns, body)
+                else:
+                    precondition = {"resourceVersion": cm["metadata"]["resourceVersion"]}
+                    await self.kube.patch(
+                        CONFIGMAPS,
+                        ns,
+                        name,
+                        {"metadata": precondition, "data": {producer_ids.NEXT_BLOCK_KEY: str(nxt)}},
+                    )
+            except ApiError as e:
+                if e.status == 409:
+                    continue  # another writer took a block in between: read again
+                raise
+            log.info(
+                "producer-id block allocated",
+                extra={"event": "producer_ids", "cluster": f"{ns}/{cluster}", "first": first},
+            )
+            return first, producer_ids.BLOCK_SIZE
+        raise web.HTTPServiceUnavailable(reason="producer-id block: too many concurrent writers")
 
     async def post_event(
         self, ns: str, cluster: str, reason: str, message: str, type_: str = "Warning"
@@ -173,3 +224,24 @@ async def log_dir_event(request: web.Request) -> web.Response:
         extra={"event": "log_dir_failure", "broker": ev.broker, "log_dir": ev.log_dir},
     )
     return web.json_response({"acknowledged": True})
+
+
+async def allocate_producer_ids(request: web.Request) -> web.Response:
+    """Kafka's AllocateProducerIds (KIP-730): a block for a broker's InitProducerId answers."""
+    ctx = request.app[CTX]
+    ns, cluster = await ctx.authorize(request)
+    req = await _body(request, wire.AllocateProducerIdsRequest)
+    try:
+        first, count = await ctx.allocate_producer_ids(ns, cluster)
+    except (ValueError, producer_ids.ProducerIdsExhausted) as e:
+        # A damaged counter or no id left: never guess (a guess could repeat an id).
+        raise web.HTTPInternalServerError(reason=f"producer-id block: {e}") from e
+    except ApiError as e:
+        raise web.HTTPServiceUnavailable(reason=f"producer-id block: {e}") from e
+    log.info("producer ids for broker", extra={"broker": req.broker_id, "first": first})
+    return web.Response(
+        body=wire.AllocateProducerIdsResponse(
+            first_producer_id=first, count=count
+        ).model_dump_json(),
+        content_type="application/json",
+    )

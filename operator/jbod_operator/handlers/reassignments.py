@@ -35,7 +35,13 @@ from ..clients.kube import (
     KubeClient,
 )
 from ..control.cluster_controller import ClusterController
-from ..models import BrokerCluster, LogDirMove, PartitionReassignment, kafka_topic_name
+from ..models import (
+    BrokerCluster,
+    LogDirMove,
+    PartitionReassignment,
+    kafka_topic_name,
+    topic_id_of,
+)
 from ..models.log_dir_move import FINAL_REPLICA_STATES, ReplicaState
 from ..models.reassignment import ENDED_PHASES
 from ..plan import partition_state, topic_spec
@@ -267,6 +273,7 @@ class _Acts:
                         is_new=b in a.new,
                         min_isr=topic_spec.min_insync_replicas(configs),
                         configs=configs,
+                        topic_id=topic_id_of(self.raw[a.topic]),
                     )
                 )
         live = sorted(self.ctrl.live())
@@ -318,7 +325,7 @@ class _Acts:
             controller_epoch=self.pool.controller_epoch,
             live_brokers=self.pool.endpoints(self.ns, self.cluster, live),
             partitions=[
-                partition_state.metadata(name, s)
+                partition_state.metadata(name, s, topic_id=topic_id_of(t))
                 for name, t in sorted(self.raw.items())
                 for s in (t.get("status") or {}).get("partitions") or []
             ],

@@ -41,6 +41,7 @@ from ..models.snapshot import ClusterSnapshot
 from ..plan import rebalance as rp
 from ..plan.conditions import now_iso
 from ..plan.snapshot import build_snapshot
+from .balance import metric_history
 from .context import Ctx, post_events, unless_stopped
 
 log = logging.getLogger(__name__)
@@ -221,10 +222,12 @@ class _Acts:
         launcher: JobLauncher,
         rb: Rebalance,
         seen: _Seen,
+        metrics: str = "",
     ) -> None:
         self.kube = kube
         self.pool = pool
         self.launcher = launcher
+        self.metrics = metrics
         self.rb = rb
         self.ns = rb.metadata.namespace or "default"
         self.seen = seen
@@ -249,6 +252,7 @@ class _Acts:
             job_ref(self.rb, a.job),
             snap.model_dump_json(by_alias=True).encode(),
             rp.job_args(self.rb, a.job),
+            self.metrics.encode(),
         )
 
     async def _write_proposal(self, a: rp.WriteProposal) -> None:
@@ -303,13 +307,18 @@ class _Acts:
 
 
 async def reconcile(
-    kube: KubeClient, pool: BrokerPool, launcher: JobLauncher, body: Mapping[str, Any]
+    kube: KubeClient,
+    pool: BrokerPool,
+    launcher: JobLauncher,
+    body: Mapping[str, Any],
+    metrics: str = "",
 ) -> Outcome:
-    """One pass: observe, decide, act, write the status once, then drop the command."""
+    """One pass: observe, decide, act, write the status once, then drop the command.
+    ``metrics`` is the cluster's sampled history (JSON lines) a planning job starts with."""
     rb = Rebalance.model_validate(body)
     obs, seen = await observe(kube, pool, launcher, rb)
     decision = rp.decide(obs)
-    await _Acts(kube, pool, launcher, rb, seen).run(decision.actions)
+    await _Acts(kube, pool, launcher, rb, seen, metrics).run(decision.actions)
     before = rb.status.dump() if rb.status else {}
     await kube.write_status(
         REBALANCES, rb.metadata.namespace, rb.metadata.name, before, decision.status.dump()
@@ -335,7 +344,8 @@ async def run_pass(ctx: Ctx, body: kopf.Body | Mapping[str, Any]) -> Outcome | N
         fresh = await ctx.kube.get(REBALANCES, meta["namespace"], meta["name"])
         if fresh is None or fresh["metadata"].get("deletionTimestamp"):
             return None
-        out = await reconcile(ctx.kube, ctx.pool, ctx.launcher(), fresh)
+        history = metric_history(ctx, meta["namespace"], fresh["spec"]["clusterName"])
+        out = await reconcile(ctx.kube, ctx.pool, ctx.launcher(), fresh, history)
     post_events(body, out.events)
     return out
 

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from jbod_broker import wire
 from jbod_broker.errors import KafkaError
+from jbod_broker.storage.names import new_topic_id
 
 from ..clients.brokers import BrokerPool
 from ..clients.kube import BROKER_CLUSTERS, TOPICS, KubeClient
@@ -109,7 +110,12 @@ def plan_new_partitions(
 
 
 def leader_and_isr_parts(
-    t: Topic, states: list[dict[str, Any]], broker: int, new: set[int], configs: dict[str, str]
+    t: Topic,
+    states: list[dict[str, Any]],
+    broker: int,
+    new: set[int],
+    configs: dict[str, str],
+    topic_id: str | None,
 ) -> list[wire.LeaderAndIsrPartition]:
     return [
         partition_state.leader_and_isr(
@@ -118,6 +124,7 @@ def leader_and_isr_parts(
             is_new=s["partition"] in new,
             min_isr=topic_spec.min_insync_replicas(configs),
             configs=configs,
+            topic_id=topic_id,
         )
         for s in states
         if broker in partition_state.replica_ids(s)
@@ -214,6 +221,10 @@ async def reconcile_topic(
         await kube.write_status(TOPICS, ns, t.metadata.name, _mine(status), _mine(failed))
         raise
     new_status, events = topic_spec.ready_status(t, status, refusal)
+    if refusal is None and not new_status.get("topicId"):
+        # A Topic made before topic ids (its partitions all exist): it gets its id now, and
+        # the controller's next pass hands it to the brokers with the rest of the state.
+        new_status = {**new_status, "topicId": new_topic_id()}
     # ``status`` is what is stored now (the body's, or what was read or written under the lock).
     await kube.write_status(TOPICS, ns, t.metadata.name, _mine(status), _mine(new_status))
     return TopicOutcome(new_status, events)
@@ -247,6 +258,8 @@ async def _create_partitions(
     )
     fresh["status"] = status = {
         **status,
+        # KIP-516: assigned once, with the first partitions, before any broker hears of them.
+        "topicId": status.get("topicId") or new_topic_id(),
         "topicName": kafka_topic_name(t),
         "configs": configs,
         "partitions": states,
@@ -254,7 +267,9 @@ async def _create_partitions(
     }
     await kube.replace_status(TOPICS, t.metadata.namespace or "default", fresh)
     live = [i for i, d in describes.items() if d is not None]
-    await _send_state(pool, t.metadata.namespace or "default", bc, t, states, live, set(new))
+    await _send_state(
+        pool, t.metadata.namespace or "default", bc, t, states, live, set(new), status["topicId"]
+    )
     return status
 
 
@@ -271,6 +286,7 @@ async def _send_state(
     states: list[dict[str, Any]],
     live: list[int],
     new: set[int],
+    topic_id: str,
 ) -> dict[int, set[int]]:
     """Preferred dirs, LeaderAndIsr, UpdateMetadata; returns offline replicas per partition."""
     cluster = bc.metadata.name
@@ -292,7 +308,7 @@ async def _send_state(
                 # KIP-113: the broker remembers the directory of a replica it does not hold
                 # yet (REPLICA_NOT_AVAILABLE) and creates it there on LeaderAndIsr.
                 await client.alter_replica_log_dirs(moves)
-            parts = leader_and_isr_parts(t, states, b, new, configs)
+            parts = leader_and_isr_parts(t, states, b, new, configs, topic_id)
             if not parts:
                 continue
             resp = await client.leader_and_isr(
@@ -322,6 +338,7 @@ async def _send_state(
                 s,
                 offline.get(s["partition"], set())
                 | (set(partition_state.replica_ids(s)) - set(live)),
+                topic_id=topic_id,
             )
             for s in states
         ],

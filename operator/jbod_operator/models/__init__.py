@@ -24,7 +24,7 @@ from .rebalance import (
     RebalanceSpec,
     RebalanceStatus,
 )
-from .topic import Topic, TopicSpec, TopicStatus, kafka_topic_name
+from .topic import Topic, TopicSpec, TopicStatus, kafka_topic_name, topic_id_of
 
 __all__ = [
     "GROUP",
@@ -51,4 +51,5 @@ __all__ = [
     "TopicSpec",
     "TopicStatus",
     "kafka_topic_name",
+    "topic_id_of",
 ]

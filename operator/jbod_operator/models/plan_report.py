@@ -9,11 +9,15 @@ Fields are camelCase in JSON, snake_case in Python (like the project's custom re
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
 from .common import CamelModel, human_bytes
+
+BandScope = Literal["all", "none"]
+"""Which brokers a proposal's band applies to: every broker (full, dirs-only, add-brokers) or
+none (remove-brokers, remove-dirs and targeted only empty or relieve)."""
 
 
 class ConstraintCheck(CamelModel):
@@ -88,9 +92,10 @@ class Summary(CamelModel):
     """The target: the largest accepted spread between the disks of one broker."""
     capacity_threshold_percent: float = 100.0
     """The target: no disk above this utilisation."""
-    band_scope: str = "all"
-    """Which brokers the band applies to in this mode: ``all``, ``added`` (the new brokers of
-    add-brokers) or ``none`` (the drain and targeted modes only empty or relieve)."""
+    band_scope: BandScope = "all"
+    """The brokers the band applies to in this mode (the planner's): ``all`` (full, dirs-only,
+    add-brokers) or ``none`` (the drain and targeted modes only empty or relieve); the end state
+    is held to the same scope."""
     feasible: bool
     """The plan reaches the targets (band, capacity threshold) and keeps every hard constraint.
     When false, ``best_spread_pp`` is the spread it does reach and ``infeasible_reasons`` say

@@ -23,6 +23,7 @@ from .common import (
     ResourceMeta,
     ResourceName,
 )
+from .plan_report import BandScope
 from .reassignment import (
     DEFAULT_LEADER_MOVEMENTS,
     DEFAULT_MOVES_PER_BROKER,
@@ -247,10 +248,10 @@ class ProposalSummary(CamelModel):
     largest_utilisation_after: float
     feasible: bool
     """Inside the band with every constraint kept; False: the figures are the best achievable."""
-    band_scope: str = "all"
-    """The brokers the band applies to in this mode (the planner's): ``all``, ``added`` (the
-    new brokers of add-brokers) or ``none`` (remove modes only empty what they name); the end
-    state is held to the same scope."""
+    band_scope: BandScope = "all"
+    """The brokers the band applies to in this mode (the planner's): ``all`` (full, dirs-only,
+    add-brokers) or ``none`` (the drain and targeted modes only empty or relieve); the end state
+    is held to the same scope."""
     problems: list[str] = Field(default_factory=list)
     brokers: list[BrokerSummary] = Field(default_factory=list)
     disks: list[DiskSummary] = Field(default_factory=list)

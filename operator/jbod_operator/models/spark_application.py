@@ -160,11 +160,16 @@ class SparkApplicationStatus(_Lenient):
     termination_time: str | None = None
 
 
+def job_file(job_dir: str, name: str) -> str:
+    """A file (or folder) of the job whose folder is ``job_dir`` (relative to the data
+    volume), as the driver sees it."""
+    return f"{DATA_MOUNT}/{job_dir}".rstrip("/") + f"/{name}"
+
+
 def plan_paths(job_dir: str) -> tuple[str, str]:
-    """The snapshot and the output folder of a job whose folder is ``job_dir`` (relative to
-    the data volume), as the driver sees them."""
-    base = f"{DATA_MOUNT}/{job_dir}".rstrip("/")
-    return f"{base}/snapshot.json", f"{base}/out"
+    """The snapshot and the output folder of a job whose folder is ``job_dir``, as the driver
+    sees them."""
+    return job_file(job_dir, "snapshot.json"), job_file(job_dir, "out")
 
 
 def build_spark_application(

@@ -8,7 +8,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, StringConstraints
 
-from jbod_broker.storage.names import MAX_TOPIC_LENGTH
+from jbod_broker.storage.names import MAX_TOPIC_LENGTH, TOPIC_ID_LENGTH
 
 from .common import (
     BrokerId,
@@ -143,6 +143,17 @@ class TopicStatus(CamelModel):
     observed_generation: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
     topic_name: str | None = None
+    topic_id: Annotated[
+        str | None,
+        Field(
+            min_length=TOPIC_ID_LENGTH,
+            max_length=TOPIC_ID_LENGTH,
+            pattern=r"^[A-Za-z0-9_-]+$",
+            description="KIP-516: the topic's id (Kafka's base64url form of a random UUID), "
+            "assigned once by the operator and kept; brokers keep it in each replica's "
+            "partition.metadata and refuse a replica with another.",
+        ),
+    ] = None
     configs: Annotated[
         dict[str, str] | None,
         Field(
@@ -192,6 +203,13 @@ class Topic(CamelModel):
     metadata: ResourceMeta
     spec: TopicSpec
     status: TopicStatus | None = None
+
+
+def topic_id_of(topic: Mapping[str, Any]) -> str | None:
+    """The topic id in a Topic's status as read from the API (``None`` before the operator
+    assigned one): what every request to brokers about the topic carries (KIP-516)."""
+    tid = (topic.get("status") or {}).get("topicId")
+    return str(tid) if tid else None
 
 
 def kafka_topic_name(topic: Topic | Mapping[str, Any]) -> str:

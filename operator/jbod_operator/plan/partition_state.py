@@ -23,6 +23,7 @@ def leader_and_isr(
     is_new: bool,
     min_isr: int,
     configs: Mapping[str, str],
+    topic_id: str | None,
 ) -> wire.LeaderAndIsrPartition:
     return wire.LeaderAndIsrPartition(
         topic=topic,
@@ -35,11 +36,16 @@ def leader_and_isr(
         is_new_replica=is_new,
         min_insync_replicas=min_isr,
         configs=dict(configs),
+        topic_id=topic_id,
     )
 
 
 def metadata(
-    topic: str, s: Mapping[str, Any], offline: Iterable[int] | None = None
+    topic: str,
+    s: Mapping[str, Any],
+    offline: Iterable[int] | None = None,
+    *,
+    topic_id: str | None,
 ) -> wire.PartitionMetadata:
     """``offline`` defaults to the status' own offlineReplicas (KIP-112's union)."""
     return wire.PartitionMetadata(
@@ -50,4 +56,5 @@ def metadata(
         isr=list(s["isr"]),
         replicas=replica_ids(s),
         offline_replicas=sorted(s.get("offlineReplicas", []) if offline is None else offline),
+        topic_id=topic_id,
     )

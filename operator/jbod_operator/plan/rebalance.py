@@ -426,8 +426,6 @@ def _band_scope(rb: Rebalance) -> frozenset[int] | None:
     """The brokers the band applies to (None: all), as the proposal says."""
     proposal = rb.status.proposal if rb.status else None
     scope = proposal.band_scope if proposal else "all"
-    if scope == "added":
-        return frozenset(rb.spec.brokers or ())
     if scope == "none":
         return frozenset()
     return None

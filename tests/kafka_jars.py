@@ -1,0 +1,289 @@
+"""Apache Kafka's own code beside ours: its tools on our files, its broker as a yardstick.
+
+The jars come from Maven Central (``make kafka-jars``, part of ``make setup``: the pom in
+``mk/kafka/pom.xml`` pins the version) into a cache outside the repo. This module finds them,
+runs a Kafka class as a JVM with a deadline, and starts Apache Kafka brokers in KRaft combined
+mode (broker and controller in one process) on loopback ports, for the tests that compare
+formats and for the benches that compare throughput with the same tools::
+
+    with KafkaCluster(tmp_path) as kafka:          # one combined node; nodes=3 for RF 3
+        run_class(TOPIC_COMMAND, "--bootstrap-server", kafka.bootstrap, "--create", ...)
+
+Missing jars are an error that names the make target, never a skip (as with the API server
+binaries in ``tests/kube_cluster.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from jbod_broker.local import free_port
+from jbod_broker.storage.names import new_topic_id
+
+REPO = Path(__file__).resolve().parent.parent
+POM = REPO / "mk" / "kafka" / "pom.xml"
+
+# Where Kafka 4.3 keeps the classes the tests run (several moved from core's Scala to
+# org.apache.kafka.tools in 4.x; StorageTool and the broker's main are still in core).
+KAFKA_MAIN = "kafka.Kafka"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+DUMP_LOG_SEGMENTS = "org.apache.kafka.tools.DumpLogSegments"
+TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
+PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
+CONSUMER_PERFORMANCE = "org.apache.kafka.tools.ConsumerPerformance"
+
+STARTED_LINE = "Kafka Server started"
+"""What ``KafkaRaftServer`` logs once its listeners accept requests."""
+
+
+class KafkaJarsMissing(RuntimeError):
+    """The jars are not in the cache: ``make kafka-jars`` (or ``make setup``) fetches them."""
+
+
+def kafka_version() -> str:
+    """The pinned version: the pom is its one home (``mk/kafka.mk`` reads it there too)."""
+    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text(encoding="utf-8"))
+    if m is None:
+        raise RuntimeError(f"no <kafka.version> in {POM}")
+    return m.group(1)
+
+
+def libs_dir() -> Path:
+    """``$JBOD_KAFKA_LIBS`` when set, else the cache ``mk/kafka.mk`` fills."""
+    env = os.environ.get("JBOD_KAFKA_LIBS")
+    if env:
+        return Path(env)
+    return Path.home() / ".cache" / "jbod-operator" / f"kafka-{kafka_version()}" / "libs"
+
+
+def classpath() -> str:
+    libs = libs_dir()
+    jars = sorted(libs.glob("*.jar")) if libs.is_dir() else []
+    if not any(j.name == f"kafka_2.13-{kafka_version()}.jar" for j in jars):
+        raise KafkaJarsMissing(
+            f"Apache Kafka {kafka_version()} jars are not in {libs}: run `make kafka-jars` "
+            "(part of `make setup`)"
+        )
+    return os.pathsep.join(str(j) for j in jars)
+
+
+def java_command(main: str, args: Sequence[str], *, heap: str = "256m") -> list[str]:
+    """A JVM for one Kafka class: our classpath, a bounded heap, no GC log files."""
+    return ["java", f"-Xmx{heap}", "-cp", classpath(), main, *args]
+
+
+def run_class(
+    main: str,
+    *args: str,
+    timeout_s: float = 120,
+    heap: str = "256m",
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run a Kafka tool to its end (stdout and stderr captured as text). ``check``: a non-zero
+    exit raises with both streams, so a failing tool explains itself in the test output."""
+    proc = subprocess.run(
+        java_command(main, args, heap=heap),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        raise RuntimeError(
+            f"{main} {' '.join(args)} exited with {proc.returncode}\n"
+            f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
+        )
+    return proc
+
+
+# -- Apache Kafka brokers in KRaft combined mode -------------------------------------------
+
+
+@dataclass
+class KafkaNode:
+    """One combined broker+controller process; ports are picked free on 127.0.0.1."""
+
+    node_id: int
+    home: Path
+    port: int = field(default_factory=free_port)
+    controller_port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def config_path(self) -> Path:
+        return self.home / "server.properties"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "server.log"
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            return "".join(self.log_path.read_text(errors="replace").splitlines(True)[-lines:])
+        except OSError:
+            return "(no log)"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def kraft_properties(
+    node: KafkaNode, voters: Sequence[KafkaNode], extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """A combined-mode node's ``server.properties`` on loopback: a static controller quorum
+    (``controller.quorum.voters``, so formatting needs no ``--standalone`` bootstrap), and
+    internal topics sized to the cluster so a one-node cluster can create them."""
+    rf = str(min(3, len(voters)))
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": str(node.node_id),
+        "controller.quorum.voters": ",".join(
+            f"{v.node_id}@127.0.0.1:{v.controller_port}" for v in voters
+        ),
+        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(node.log_dir),
+        "num.partitions": "1",
+        "offsets.topic.replication.factor": rf,
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": rf,
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+    props.update(extra or {})
+    return props
+
+
+class KafkaCluster:
+    """``nodes`` Apache Kafka processes, each broker and controller, formatted and started
+    on entering and stopped (SIGTERM, then SIGKILL after ``stop_timeout_s``) on leaving."""
+
+    def __init__(
+        self,
+        base_dir: str | os.PathLike[str],
+        *,
+        nodes: int = 1,
+        heap: str = "512m",
+        settings: Mapping[str, str] | None = None,
+        start_timeout_s: float = 120,
+        stop_timeout_s: float = 30,
+    ) -> None:
+        self.base_dir = Path(base_dir)
+        self.heap = heap
+        self.settings = dict(settings or {})
+        self.start_timeout_s = start_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.cluster_id = new_topic_id()  # a cluster id is a Kafka Uuid string too
+        self.nodes = [KafkaNode(i + 1, self.base_dir / f"kafka-{i + 1}") for i in range(nodes)]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    def __enter__(self) -> KafkaCluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        for node in self.nodes:
+            node.home.mkdir(parents=True, exist_ok=True)
+            props = kraft_properties(node, self.nodes, self.settings)
+            node.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            # Format: meta.properties with the cluster id and this node's directory id, and
+            # the bootstrap metadata (the latest stable metadata version) in the log dir.
+            run_class(
+                STORAGE_TOOL,
+                "format",
+                "--cluster-id",
+                self.cluster_id,
+                "--config",
+                str(node.config_path),
+                timeout_s=self.start_timeout_s,
+            )
+        for node in self.nodes:
+            with open(node.log_path, "ab") as logf:
+                node.proc = subprocess.Popen(
+                    java_command(KAFKA_MAIN, [str(node.config_path)], heap=self.heap),
+                    stdout=logf,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+        deadline = time.monotonic() + self.start_timeout_s
+        for node in self.nodes:
+            self._wait_started(node, deadline)
+
+    def _wait_started(self, node: KafkaNode, deadline: float) -> None:
+        """Until the node logged that it started and its listener accepts a connection (a
+        condition, polled; the JVM's start takes seconds, so a short poll costs nothing)."""
+        while time.monotonic() < deadline:
+            if not node.alive:
+                raise RuntimeError(f"Kafka node {node.node_id} exited:\n{node.tail()}")
+            if STARTED_LINE in node.log_path.read_text(errors="replace"):
+                try:
+                    with socket.create_connection(("127.0.0.1", node.port), timeout=1):
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        raise TimeoutError(
+            f"Kafka node {node.node_id} not started in {self.start_timeout_s}s:\n{node.tail()}"
+        )
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            if node.alive:
+                assert node.proc is not None
+                node.proc.send_signal(signal.SIGTERM)
+        for node in self.nodes:
+            if node.proc is None:
+                continue
+            try:
+                node.proc.wait(self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                node.proc.kill()
+                node.proc.wait()
+
+
+JAVA_SOURCES = REPO / "tests" / "kafka_java"
+
+
+def read_partition_metadata(replica_dir: str | os.PathLike[str]) -> tuple[int, str]:
+    """A replica folder's ``partition.metadata`` as Kafka's own reader returns it: (version,
+    topic id). Raises with Kafka's message when Kafka would refuse the file."""
+    source = JAVA_SOURCES / "ReadPartitionMetadata.java"
+    out = run_class(str(source), str(replica_dir)).stdout.split()
+    return int(out[out.index("version") + 1]), out[out.index("topic_id") + 1]
