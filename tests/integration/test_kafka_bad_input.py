@@ -199,7 +199,7 @@ async def test_lying_lengths_close_the_connection(env: Env) -> None:
 
 
 async def test_unknown_keys_and_versions_as_kafka_answers_them(env: Env) -> None:
-    for key, version in [(99, 0), (10, 4), (22, 5)]:  # unknown, FindCoordinator, InitProducerId
+    for key, version in [(99, 0), (10, 4), (22, 6)]:  # unknown, FindCoordinator, InitProducerId
         await send_and_expect_close(env, struct.pack(">ihhih", 10, key, version, 7, -1))
     await send_and_expect_close(env, encode_request(produce_request(batch()), version=99))
     await send_and_expect_close(env, encode_request(produce_request(batch()), version=2))
@@ -217,7 +217,7 @@ async def test_unknown_keys_and_versions_as_kafka_answers_them(env: Env) -> None
     finally:
         writer.close()
     errors = env.protocol_errors()
-    for what in ("key 99", "find_coordinator", "init_producer_id", "produce v99", "produce v2"):
+    for what in ("key 99", "find_coordinator", "init_producer_id v6", "produce v99", "produce v2"):
         assert any(what in e for e in errors), what
     await still_serves(env, 0)
 

@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from jbod_broker import errors
 from jbod_broker.kafka.errors import PROTOCOL_ERRORS, error_code, error_code_by_name
+from jbod_broker.producer_ids import CoordinatorLoadInProgressError
 
 DIFFERENT_ON_THE_WIRE: dict[type[errors.KafkaError], ErrorCode] = {
     # Kafka answers a batch over max.message.bytes with RecordTooLargeException's code; the
@@ -42,6 +43,13 @@ def test_a_subclass_is_listed_before_its_base() -> None:
     for i, (cls, _) in enumerate(PROTOCOL_ERRORS):
         for base, _ in PROTOCOL_ERRORS[:i]:
             assert not issubclass(cls, base) or cls is base, (cls.__name__, base.__name__)
+
+
+def test_init_producer_id_without_a_block_is_retriable() -> None:
+    assert (
+        error_code(CoordinatorLoadInProgressError("no block"))
+        == ErrorCode.coordinator_load_in_progress
+    )
 
 
 def test_an_unexpected_exception_is_unknown_server_error() -> None:

@@ -65,11 +65,11 @@ def test_every_advertised_version_has_kio_entities_and_a_handler() -> None:
             assert load_response_schema(key, v).__version__ == v
 
 
-def test_api_versions_lists_what_is_served_and_not_init_producer_id() -> None:
+def test_api_versions_lists_what_is_served() -> None:
     resp = apis.api_versions_response(3)
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert got == protocol.SUPPORTED
-    assert 22 not in got  # InitProducerId: idempotent clients must learn it is missing
+    assert got[22] == (0, 5)  # InitProducerId: idempotent producers get their ids here
     # Kafka 4.x's minimums (KIP-896): nothing older is advertised.
     assert got[protocol.PRODUCE][0] == 3 and got[protocol.FETCH][0] == 4
 
@@ -111,7 +111,7 @@ def test_flexible_responses_carry_header_v1() -> None:
         (b"\x00\x03\x00\x0c\x00", "no complete header"),
         (struct.pack(">hhi", 99, 0, 1) + b"\x00\x00", "key 99"),
         (struct.pack(">hhi", 10, 0, 1) + b"\x00\x00", "find_coordinator"),
-        (struct.pack(">hhi", 22, 0, 1) + b"\x00\x00", "init_producer_id"),
+        (struct.pack(">hhi", 24, 0, 1) + b"\x00\x00", "add_partitions_to_txn"),
         (struct.pack(">hhi", 0, 2, 1) + b"\x00\x00", "produce v2 is not supported"),
         (struct.pack(">hhi", 1, 13, 1) + b"\x00\x00", "fetch v13 is not supported"),
         (struct.pack(">hhi", 3, 12, 1), "malformed request header"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from .. import wire
 from ..errors import KafkaError
-from ..storage.names import TopicPartition, validate_topic
+from ..storage.names import TopicPartition, parse_topic_id, validate_topic
 from . import protocol
 from .errors import error_code, error_code_by_name
 from .protocol import Request, make, response_module
@@ -135,7 +136,7 @@ async def metadata(b: Broker, req: Request) -> Any:
                 m.MetadataResponseTopic,
                 error_code=err,
                 name=name,
-                topic_id=None,
+                topic_id=_topic_uuid(parts),
                 is_internal=False,
                 partitions=tuple(_partition_metadata(m, pm, set(endpoints)) for pm in parts or []),
             )
@@ -151,6 +152,12 @@ async def metadata(b: Broker, req: Request) -> Any:
         controller_id=live[0] if live else -1,
         topics=tuple(topics),
     )
+
+
+def _topic_uuid(parts: list[wire.PartitionMetadata] | None) -> uuid.UUID | None:
+    """The topic's id (KIP-516) as the controller said; ``None`` (zero on the wire) before."""
+    tid = next((pm.topic_id for pm in parts or [] if pm.topic_id is not None), None)
+    return None if tid is None else uuid.UUID(bytes=parse_topic_id(tid))
 
 
 def _partition_metadata(m: Any, pm: wire.PartitionMetadata, live: set[int]) -> Any:
@@ -397,6 +404,33 @@ class _InvalidTimestamp(KafkaError):
     kafka_error = "INVALID_REQUEST"
 
 
+# -- InitProducerId ---------------------------------------------------------------------------
+
+
+async def init_producer_id(b: Broker, req: Request) -> Any:
+    """An idempotent producer's id, at epoch 0, from the broker's block of the cluster's ids
+    (``producer_ids``); a producer asking again with its old id gets a new one, as Kafka
+    answers an idempotent producer. Without a block (no controller reachable):
+    COORDINATOR_LOAD_IN_PROGRESS, which clients retry. A transactional id is refused: there
+    are no transactions."""
+    m = response_module(protocol.INIT_PRODUCER_ID, req.version)
+    code, pid, epoch = ErrorCode.none, -1, -1
+    if req.body.transactional_id is not None:
+        code = ErrorCode.transactional_id_authorization_failed
+    else:
+        try:
+            pid, epoch = await b.producer_ids.init_producer_id()
+        except KafkaError as e:
+            code = error_code(e)
+    return make(
+        m.InitProducerIdResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        producer_id=pid,
+        producer_epoch=epoch,
+    )
+
+
 # -- OffsetForLeaderEpoch ---------------------------------------------------------------------
 
 
@@ -442,6 +476,7 @@ HANDLERS: dict[int, Handler] = {
     protocol.LIST_OFFSETS: list_offsets,
     protocol.METADATA: metadata,
     protocol.API_VERSIONS: api_versions,
+    protocol.INIT_PRODUCER_ID: init_producer_id,
     protocol.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
 }
 """One handler per key of :data:`.protocol.SUPPORTED` (a unit test holds them equal)."""

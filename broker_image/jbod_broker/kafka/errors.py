@@ -19,9 +19,11 @@ from ..errors import (
     AuthError,
     CorruptRecordError,
     FencedLeaderEpochError,
+    InconsistentTopicIdError,
     InsufficientSpaceError,
     InvalidConfigError,
     InvalidLogDirError,
+    InvalidProducerEpochError,
     InvalidRecordError,
     InvalidRequestError,
     InvalidTopicError,
@@ -33,6 +35,7 @@ from ..errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     PayloadTooLargeError,
     RecordTooLargeError,
     ReplicaNotAvailableError,
@@ -43,6 +46,8 @@ from ..errors import (
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
+from ..producer_ids import CoordinatorLoadInProgressError
+from ..storage.errors import DuplicateSequenceError
 
 PROTOCOL_ERRORS: list[tuple[type[KafkaError], ErrorCode]] = [
     (NotLeaderOrFollowerError, ErrorCode.not_leader_or_follower),
@@ -59,6 +64,11 @@ PROTOCOL_ERRORS: list[tuple[type[KafkaError], ErrorCode]] = [
     (RecordTooLargeError, ErrorCode.message_too_large),
     (PayloadTooLargeError, ErrorCode.message_too_large),
     (InvalidRecordError, ErrorCode.invalid_record),
+    (OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
+    (DuplicateSequenceError, ErrorCode.duplicate_sequence_number),
+    (InvalidProducerEpochError, ErrorCode.invalid_producer_epoch),
+    (InconsistentTopicIdError, ErrorCode.inconsistent_topic_id),
+    (CoordinatorLoadInProgressError, ErrorCode.coordinator_load_in_progress),
     (KafkaStorageError, ErrorCode.kafka_storage_error),
     (NoLiveLogDirError, ErrorCode.kafka_storage_error),
     (ReplicaNotAvailableError, ErrorCode.replica_not_available),

@@ -37,6 +37,7 @@ FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
 API_VERSIONS = 18
+INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
 
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -48,11 +49,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     LIST_OFFSETS: (1, 10),
     METADATA: (0, 12),
     API_VERSIONS: (0, 4),
+    INIT_PRODUCER_ID: (0, 5),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
 }
-"""API key -> (min, max) version: what ApiVersions advertises and the only requests served.
-InitProducerId is absent until producer state exists (issue 18): a client that defaults to
-idempotence learns from ApiVersions that this broker cannot give it a producer id."""
+"""API key -> (min, max) version: what ApiVersions advertises and the only requests served."""
 
 SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
