@@ -11,7 +11,6 @@ removed last, after the status that acted on it is written.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import logging
 import time
@@ -33,11 +32,12 @@ from ..clients.kube import (
     ApiError,
     KubeClient,
 )
-from ..clients.planning_jobs import JobLauncher, JobRef
+from ..clients.planning_jobs import OUTPUT_FILES, JobLauncher, JobRef
 from ..models import BrokerCluster, Rebalance
 from ..models.plan_report import PlanReport
 from ..models.rebalance import CHILD_LABEL, COMMAND_ANNOTATION, RebalancePhase
 from ..models.snapshot import ClusterSnapshot
+from ..plan import proposal_configmap
 from ..plan import rebalance as rp
 from ..plan.conditions import now_iso
 from ..plan.snapshot import build_snapshot
@@ -56,7 +56,16 @@ class _Seen:
     topics: list[dict[str, Any]] = field(default_factory=list)
     outputs: dict[str, bytes] = field(default_factory=dict)
     waves_doc: dict[str, Any] | None = None
+    packed: tuple[dict[str, str], dict[str, str]] | None = None
+    """The proposal ConfigMap's data and binaryData (``plan.proposal_configmap``)."""
     bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _proposal_files(seen: _Seen) -> dict[str, bytes]:
+    """The proposal ConfigMap's files: the job's outputs and the waves they were put in."""
+    files = {n: seen.outputs[n] for n in OUTPUT_FILES if n in seen.outputs}
+    files["waves.json"] = json.dumps(seen.waves_doc or {"waves": 0, "partitions": []}).encode()
+    return files
 
 
 @dataclass
@@ -166,14 +175,26 @@ async def observe(
             seen.outputs = await launcher.outputs(job_ref(rb, st.job))
             obs["report"], obs["waves"] = await _read_proposal(pool, ns, rb, seen)
             obs["unplaced"] = tuple((seen.waves_doc or {}).get("unplaced") or ())
+            try:
+                seen.packed = proposal_configmap.pack(_proposal_files(seen))
+            except proposal_configmap.ProposalTooLarge as e:
+                # Nothing can be written for it: the plan fails as a job would, saying why.
+                obs["job"] = rp.JobView(job.name, rp.JobState.FAILED, str(e))
     if phase in (Phase.PROPOSAL_READY, Phase.REBALANCING) and st and st.proposal_config_map:
         cm = await kube.get(CONFIGMAPS, ns, st.proposal_config_map)
-        obs["proposal_found"] = cm is not None
+        manifests = waves_json = None
         if cm is not None:
-            data = cm.get("data") or {}
-            children, waves = rp.plan_children(
-                rb, json.loads(data["manifests.json"]), json.loads(data["waves.json"])
-            )
+            try:
+                manifests = proposal_configmap.read_text(cm, "manifests.json")
+                waves_json = proposal_configmap.read_text(cm, "waves.json")
+            except ValueError as e:
+                log.warning(
+                    "unreadable proposal", extra={"name": rb.metadata.name, "error": str(e)}
+                )
+        # A ConfigMap without its files (edited by hand) is as good as gone.
+        obs["proposal_found"] = manifests is not None and waves_json is not None
+        if manifests is not None and waves_json is not None:
+            children, waves = rp.plan_children(rb, json.loads(manifests), json.loads(waves_json))
             obs["planned"] = tuple(c.plan for c in children)
             obs["waves"] = waves
             seen.bodies = {c.plan.name: c.body for c in children}
@@ -256,13 +277,7 @@ class _Acts:
         )
 
     async def _write_proposal(self, a: rp.WriteProposal) -> None:
-        out = self.seen.outputs
-        data: dict[str, str] = {
-            n: out[n].decode()
-            for n in ("reassignment.json", "report.json", "report.txt", "manifests.json")
-            if n in out
-        }
-        data["waves.json"] = json.dumps(self.seen.waves_doc or {"waves": 0, "partitions": []})
+        data, binary = self.seen.packed or proposal_configmap.pack(_proposal_files(self.seen))
         body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -273,9 +288,8 @@ class _Acts:
                 "ownerReferences": [owner_reference(self.rb)],
             },
             "data": data,
+            "binaryData": binary,
         }
-        if "plot.png" in out:
-            body["binaryData"] = {"plot.png": base64.b64encode(out["plot.png"]).decode()}
         await self.kube.apply(CONFIGMAPS, self.ns, body)
 
     async def _create(self, a: rp.CreateChildren) -> None:

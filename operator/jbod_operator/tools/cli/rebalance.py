@@ -17,16 +17,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from ...models.plan_report import PlanReport
 from ...models.rebalance import COMMAND_ANNOTATION, RebalanceCommand
+from ...plan import proposal_configmap
 from .common import CliError, print_json
 from .kubectl import Kubectl, KubectlError, add_kube_options, kubectl_from_args
 
 RESOURCE = "rebalances.jbod.io"
 REPORT_KEY = "report.json"
-PLOT_KEY = "plot.png"
+PLOT_KEY = proposal_configmap.PLOT
 
 
 def proposal_config_map_name(name: str, status: Mapping[str, Any]) -> str:
@@ -58,12 +57,12 @@ def get_proposal(kubectl: Kubectl, cm_name: str) -> dict[str, Any] | None:
 
 
 def report_of(cm: Mapping[str, Any], cm_name: str) -> PlanReport | None:
-    text = (cm.get("data") or {}).get(REPORT_KEY)
-    if text is None:
-        return None
     try:
+        text = proposal_configmap.read_text(cm, REPORT_KEY)
+        if text is None:
+            return None
         return PlanReport.model_validate_json(text)
-    except ValidationError as e:
+    except ValueError as e:  # pydantic's ValidationError is a ValueError too
         raise CliError(f"ConfigMap {cm_name}: {REPORT_KEY} is not a plan report: {e}") from None
 
 
