@@ -181,6 +181,10 @@ class Side:
     """Produced in all (warm-up included): the bytes the brokers' CPU was spent on."""
     consumer_performance: dict[str, float] | None = None
     """Kafka's side only: ConsumerPerformance's own summary of the same read."""
+    isr_changes: int | None = None
+    min_isr_size: int | None = None
+    """Ours only, from the controller stub: partitions in AlterPartition requests, and the
+    smallest ISR at the end (RF 3: 3 when every follower kept up)."""
 
 
 def run_side(
@@ -236,7 +240,9 @@ def kafka_side(
 
 
 @contextmanager
-def our_cluster(base: str, size: int, args: argparse.Namespace) -> Iterator[LocalCluster]:
+def our_cluster(
+    base: str, size: int, args: argparse.Namespace
+) -> Iterator[tuple[LocalCluster, ControllerStub]]:
     """``size`` broker processes and the controller stub, the topic created with RF ``size``;
     the controller runs on its own event loop in a thread, as the brokers call it while the
     tools run."""
@@ -265,7 +271,7 @@ def our_cluster(base: str, size: int, args: argparse.Namespace) -> Iterator[Loca
                 raise TimeoutError(f"Kafka endpoints of {size} brokers not heard in 30s")
             time.sleep(0.05)
         call(ctl.create_topic(TOPIC, args.partitions, size, min_isr=min(2, size)))
-        yield cluster
+        yield cluster, ctl
     finally:
         for b in cluster.brokers:
             rc = b.stop()
@@ -280,9 +286,14 @@ def our_cluster(base: str, size: int, args: argparse.Namespace) -> Iterator[Loca
 def our_side(
     base: str, size: int, records: int, props: dict[str, str], args: argparse.Namespace
 ) -> Side:
-    with our_cluster(base, size, args) as cluster:
+    with our_cluster(base, size, args) as (cluster, ctl):
         pids = [b.proc.pid for b in cluster.brokers if b.proc is not None]
-        return run_side(cluster.bootstrap_servers, pids, records, props, args)
+        side = run_side(cluster.bootstrap_servers, pids, records, props, args)
+        # The replication really ran: ISR changes during the run (AlterPartition requests) and
+        # the smallest ISR at the end, as the controller saw them.
+        side.isr_changes = sum(len(r.partitions) for r in ctl.alter_requests)
+        side.min_isr_size = min(len(st.isr) for st in ctl.state.values())
+        return side
 
 
 # -- the summary --------------------------------------------------------------------------
@@ -309,6 +320,9 @@ def side_figures(side: Side, name: str, rf: int) -> dict[str, object]:
             if c.broker_cpu_s > 0
             else None
         )
+    if side.isr_changes is not None:
+        out[f"isr_changes_rf{rf}_{name}"] = side.isr_changes
+        out[f"min_isr_size_end_rf{rf}_{name}"] = side.min_isr_size
     if side.consumer_performance is not None:
         # fetch.MB.sec: without the group join, as the assigned-partitions consumer measures.
         out[f"consume_mb_s_rf{rf}_{name}_consumer_performance"] = round(
