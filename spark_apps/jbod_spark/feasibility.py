@@ -53,12 +53,12 @@ class Feasibility:
 
 def band_scope(a: ClusterArrays, opts: PlanOptions) -> tuple[BandScope, BoolA]:
     """The brokers whose disks the mode balances, so the band applies to them: every broker in
-    full, dirs-only and add-brokers mode (add-brokers moves replicas between brokers only onto
-    the new ones, and balances every broker's disks), none in the modes that only empty
-    (remove-brokers, remove-dirs) or relieve (targeted)."""
-    if opts.mode in (Mode.FULL, Mode.DIRS_ONLY, Mode.ADD_BROKERS):
-        return "all", np.ones(a.n_brokers, dtype=np.bool_)
-    return "none", np.zeros(a.n_brokers, dtype=np.bool_)
+    every Rebalance mode (add-brokers moves replicas between brokers only onto the new ones,
+    the remove modes empty what they name, and each balances the disks that stay; the emptied
+    ones are not counted), none in targeted mode, which only relieves."""
+    if opts.mode is Mode.TARGETED:
+        return "none", np.zeros(a.n_brokers, dtype=np.bool_)
+    return "all", np.ones(a.n_brokers, dtype=np.bool_)
 
 
 def _spread_pp(values: F64) -> float:

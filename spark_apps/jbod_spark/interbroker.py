@@ -535,6 +535,10 @@ def plan_inter_broker(a: ClusterArrays, opts: PlanOptions, sizes: I64 | None = N
         # drained dirs whose broker cannot hold their data under the threshold: ship the rest
         over = np.where(elig, st.bload - thr * st.bcap, 0.0)
         _give(st, np.maximum(over, 0.0), recv_mask, dceil, blimit)
+        # What is emptied lands somewhere: the disks of every broker that stays are balanced
+        # in the same plan (moves within each broker), so the Rebalance ends inside the band.
+        balance_b = st.eligible.copy()
+        ceiling = np.minimum(thr, np.maximum(st.max_before, dceil))
     else:  # dirs-only
         balance_b = st.eligible.copy()
         ceiling = st.max_before.copy()

@@ -94,3 +94,15 @@ def test_status_round_trip_and_kip112_offline_union() -> None:
     out = apply_to_status(s, decide(v, {1, 2}).after, dead={3})
     assert out["isr"] == [1] and out["offlineReplicas"] == [2, 3]
     assert out["replicas"] == s["replicas"]
+
+
+def test_an_isr_never_grows_to_a_broker_the_controller_knows_is_not_alive() -> None:
+    """KIP-841: a leader may answer a fetch a follower sent before it died and count it caught
+    up; the controller refuses to add a fenced broker. Shrinking, or keeping a member it
+    already has, needs no live broker."""
+    p = pv(isr=(1, 2))
+    dead3 = frozenset({3})
+    assert validate_alter_partition(p, 1, 5, 7, [1, 2, 3], dead3) == "INELIGIBLE_REPLICA"
+    assert validate_alter_partition(p, 1, 5, 7, [1, 2, 3]) is None  # 3 alive
+    assert validate_alter_partition(p, 1, 5, 7, [1], frozenset({2, 3})) is None  # a shrink
+    assert validate_alter_partition(pv(), 1, 5, 7, [1, 2, 3], dead3) is None  # 3 already in

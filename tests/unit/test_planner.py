@@ -389,7 +389,10 @@ def test_remove_brokers_empties_them() -> None:
     assert_hard_constraints(p)
     b0 = next(b for b in p.report.brokers if b.broker_id == 0)
     assert b0.replicas_after == 0 and b0.leaders_after == 0 and b0.used_after == 0
-    assert all(m.kind == "inter" and m.from_broker == 0 for m in p.moves)
+    # Replicas leave broker 0 only; the others' disks may be evened out within each broker.
+    assert all(m.from_broker == 0 for m in p.moves if m.kind == "inter")
+    assert all(m.from_broker != 0 for m in p.moves if m.kind == "intra")
+    assert any(m.kind == "inter" for m in p.moves)
 
 
 def test_remove_dirs_drains_within_the_broker_first() -> None:

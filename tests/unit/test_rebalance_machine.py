@@ -506,8 +506,9 @@ def test_rebalancing_to_not_ready_when_the_disks_measure_outside_the_band(
 
 
 def test_the_end_state_is_held_to_the_proposal_s_scope(edges: list[Edge]) -> None:
-    """remove-brokers only empties (the planner's scope is none): the disks are measured and
-    reported, and only the capacity threshold holds for them, not the band."""
+    """The end state is held to the proposal's bandScope, whatever the mode: under a scope of
+    none (the planner's, for a mode that only relieves) the disks are measured and reported,
+    and only the capacity threshold holds for them, not the band."""
     r = rb(
         mode="remove-brokers",
         brokers=[2],

@@ -324,8 +324,11 @@ class ClusterController:
                         error="UNKNOWN_TOPIC_OR_PARTITION",
                     )
                 v = view_from_status(item.topic, s)
+                # Before liveness is known (just after taking over) no broker counts as fenced.
+                known = self.liveness_known()
+                fenced = frozenset(set(v.replicas) - self.live()) if known else frozenset()
                 err = validate_alter_partition(
-                    v, broker, item.leader_epoch, item.partition_epoch, list(item.new_isr)
+                    v, broker, item.leader_epoch, item.partition_epoch, list(item.new_isr), fenced
                 )
                 if err is None:
                     s["isr"] = list(item.new_isr)

@@ -16,8 +16,9 @@ from pydantic import Field
 from .common import CamelModel, human_bytes
 
 BandScope = Literal["all", "none"]
-"""Which brokers a proposal's band applies to: every broker (full, dirs-only, add-brokers) or
-none (remove-brokers, remove-dirs and targeted only empty or relieve)."""
+"""Which brokers a proposal's band applies to: every broker in every Rebalance mode (the
+remove modes hold it over the disks that stay) or none (the planner's targeted mode only
+relieves)."""
 
 
 class ConstraintCheck(CamelModel):
@@ -93,9 +94,8 @@ class Summary(CamelModel):
     capacity_threshold_percent: float = 100.0
     """The target: no disk above this utilisation."""
     band_scope: BandScope = "all"
-    """The brokers the band applies to in this mode (the planner's): ``all`` (full, dirs-only,
-    add-brokers) or ``none`` (the drain and targeted modes only empty or relieve); the end state
-    is held to the same scope."""
+    """The brokers the band applies to in this mode (the planner's, :data:`BandScope`); the
+    end state is held to the same scope."""
     feasible: bool
     """The plan reaches the targets (band, capacity threshold) and keeps every hard constraint.
     When false, ``best_spread_pp`` is the spread it does reach and ``infeasible_reasons`` say

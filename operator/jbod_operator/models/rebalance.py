@@ -249,9 +249,8 @@ class ProposalSummary(CamelModel):
     feasible: bool
     """Inside the band with every constraint kept; False: the figures are the best achievable."""
     band_scope: BandScope = "all"
-    """The brokers the band applies to in this mode (the planner's): ``all`` (full, dirs-only,
-    add-brokers) or ``none`` (the drain and targeted modes only empty or relieve); the end state
-    is held to the same scope."""
+    """The brokers the band applies to in this mode (the planner's, ``BandScope``); the end
+    state is held to the same scope."""
     problems: list[str] = Field(default_factory=list)
     brokers: list[BrokerSummary] = Field(default_factory=list)
     disks: list[DiskSummary] = Field(default_factory=list)

@@ -82,9 +82,19 @@ def decide(p: PartitionView, live: set[int], *, preferred_election: bool = True)
 
 
 def validate_alter_partition(
-    p: PartitionView, broker: int, leader_epoch: int, partition_epoch: int, new_isr: list[int]
+    p: PartitionView,
+    broker: int,
+    leader_epoch: int,
+    partition_epoch: int,
+    new_isr: list[int],
+    fenced: frozenset[int] = frozenset(),
 ) -> str | None:
-    """The Kafka error an AlterPartition deserves, or None to apply it."""
+    """The Kafka error an AlterPartition deserves, or None to apply it.
+
+    ``fenced``: brokers the controller knows are not alive (no heartbeat within the session
+    timeout). As KIP-841 has it, an ISR may not grow to one of them: a leader can still hold
+    a fetch a follower sent before it died, answer it later and count the follower caught up.
+    Shrinking never needs a live broker."""
     if broker != p.leader or leader_epoch != p.leader_epoch:
         return "FENCED_LEADER_EPOCH"
     if partition_epoch != p.partition_epoch:
@@ -92,6 +102,8 @@ def validate_alter_partition(
     if not set(new_isr) <= set(p.replicas) or p.leader not in new_isr:
         return "INVALID_REQUEST"
     if set(new_isr) & set(p.offline_replicas):
+        return "INELIGIBLE_REPLICA"
+    if (set(new_isr) - set(p.isr)) & fenced:
         return "INELIGIBLE_REPLICA"
     return None
 
