@@ -279,6 +279,9 @@ class KafkaCluster:
 
 
 JAVA_SOURCES = REPO / "tests" / "kafka_java"
+ASSIGNED_CONSUMER_PERFORMANCE = str(JAVA_SOURCES / "AssignedConsumerPerformance.java")
+"""ConsumerPerformance's consumer and settings on assigned partitions (no consumer group, which
+our brokers do not serve yet); it prints ConsumerPerformance's summary."""
 
 
 def read_partition_metadata(replica_dir: str | os.PathLike[str]) -> tuple[int, str]:
@@ -287,3 +290,50 @@ def read_partition_metadata(replica_dir: str | os.PathLike[str]) -> tuple[int, s
     source = JAVA_SOURCES / "ReadPartitionMetadata.java"
     out = run_class(str(source), str(replica_dir)).stdout.split()
     return int(out[out.index("version") + 1]), out[out.index("topic_id") + 1]
+
+
+# -- the performance tools' summaries ------------------------------------------------------
+
+_PRODUCER_SUMMARY = re.compile(
+    r"(?P<records>\d+) (?P<steady>steady state )?records sent, (?P<records_s>[\d.]+) records/sec "
+    r"\((?P<mb_s>[\d.]+) MB/sec\), (?P<avg_ms>[\d.]+) ms avg latency, "
+    r"(?P<max_ms>[\d.]+) ms max latency, (?P<p50_ms>\d+) ms 50th, (?P<p95_ms>\d+) ms 95th, "
+    r"(?P<p99_ms>\d+) ms 99th, (?P<p999_ms>\d+) ms 99\.9th\."
+)
+
+
+def parse_producer_performance(stdout: str) -> dict[str, float]:
+    """ProducerPerformance's last summary (a line with percentiles; the periodic lines before
+    it have none): with ``--warmup-records`` that is the steady-state one it prints after the
+    whole run's, which is what a comparison wants (``steady_state`` is then 1.0). Figures:
+    records, records/s, MB/s (Kafka's MB: 2**20 bytes), avg/max latency and the
+    p50/p95/p99/p99.9 latencies in ms. ``ValueError`` when the run printed none, as a producer
+    that failed does."""
+    found = list(_PRODUCER_SUMMARY.finditer(stdout))
+    if not found:
+        raise ValueError(f"no ProducerPerformance summary in:\n{stdout[-2000:]}")
+    fields = found[-1].groupdict()
+    steady = fields.pop("steady") is not None
+    return {k: float(v) for k, v in fields.items()} | {"steady_state": float(steady)}
+
+
+CONSUMER_COLUMNS = (
+    "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+)
+"""ConsumerPerformance's summary header (without --show-detailed-stats)."""
+
+
+def parse_consumer_performance(stdout: str) -> dict[str, float]:
+    """ConsumerPerformance's summary: the CSV line after its header, by column name. Its start
+    and end times are wall-clock strings or epoch ms (``--date-format``); they are kept out, the
+    figures are numbers. ``ValueError`` without a header and a line of as many columns."""
+    names = [c.strip() for c in CONSUMER_COLUMNS.split(",")]
+    lines = stdout.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == CONSUMER_COLUMNS and i + 1 < len(lines):
+            values = [v.strip() for v in lines[i + 1].split(",")]
+            if len(values) == len(names):
+                pairs = zip(names, values, strict=True)
+                return {n: float(v) for n, v in pairs if n not in ("start.time", "end.time")}
+    raise ValueError(f"no ConsumerPerformance summary in:\n{stdout[-2000:]}")
