@@ -29,9 +29,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as AioTopicPartition
 
-from jbod_broker.local import LocalCluster
 from jbod_broker.storage.names import TopicPartition
-from tests.integration.controller_stub import ControllerStub
+from tests.integration import java_clients
 
 with warnings.catch_warnings():
     # kafka-python 3.0 loads its message schemas with importlib.resources.read_text, which
@@ -69,55 +68,26 @@ class Sent:
     timestamp: int
 
 
-@dataclass
-class Env:
-    ctl: ControllerStub
-    cluster: LocalCluster
-
+class Env(java_clients.Env):
     @property
     def bootstrap(self) -> str:
         return self.cluster[0].kafka_endpoint  # one broker: the others come from Metadata
 
-    def tails(self) -> str:
-        return "\n".join(f"--- broker {b.broker_id}:\n{b.tail(8)}" for b in self.cluster.brokers)
-
-
-async def wait_for(pred: Any, timeout_s: float, what: str, env: Env) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout_s}s: {what}\n{env.tails()}")
-        await asyncio.sleep(0.05)
-
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    ctl = ControllerStub()
-    await ctl.start()
-    cluster = LocalCluster(
-        str(tmp_path / "cluster"),
-        size=3,
-        num_dirs=2,
-        controller_url=ctl.url,
-        settings=dict(SETTINGS),
-    )
-    ctl.cluster = cluster
-    e = Env(ctl, cluster)
-    try:
-        await asyncio.to_thread(cluster.start)
-        await wait_for(
-            lambda: len(ctl.kafka_endpoints) == 3, 20, "every broker's Kafka endpoint", e
-        )
-        assert ctl.kafka_endpoints == {b.broker_id: b.kafka_endpoint for b in cluster.brokers}
-        await ctl.create_topic("t", 3, 3, min_isr=2)
-        yield e
-    finally:
-        for b in cluster.brokers:
-            if b.alive:
-                assert b.proc is not None
-                os.kill(b.proc.pid, signal.SIGCONT)
-        await asyncio.to_thread(cluster.stop)
-        await ctl.stop()
+    async with java_clients.broker_cluster(tmp_path, SETTINGS) as started:
+        e = Env(started.ctl, started.cluster)
+        ctl, cluster = e.ctl, e.cluster
+        try:
+            assert ctl.kafka_endpoints == {b.broker_id: b.kafka_endpoint for b in cluster.brokers}
+            await ctl.create_topic("t", 3, 3, min_isr=2)
+            yield e
+        finally:
+            for b in cluster.brokers:  # a test may leave a broker stopped (SIGSTOP)
+                if b.alive:
+                    assert b.proc is not None
+                    os.kill(b.proc.pid, signal.SIGCONT)
 
 
 def records_for(
