@@ -29,6 +29,7 @@ from pydantic import (
 from .storage import topic_configs
 from .storage.checkpoints import parse_properties
 from .storage.log import LogConfig
+from .storage.names import parse_topic_id
 from .storage.room import MAX_PERCENT as MAX_HEADROOM_PERCENT
 from .storage.room import Headroom
 
@@ -57,6 +58,11 @@ class BrokerConfig(BaseModel):
 
     broker_id: Annotated[int, Field(ge=0, le=2**31 - 1, alias="broker.id")]
     broker_rack: Annotated[str | None, Field(alias="broker.rack")] = None
+    cluster_id: Annotated[str | None, Field(alias="cluster.id")] = None
+    """The cluster's id in Kafka's ``Uuid`` form (what ``kafka-storage format --cluster-id``
+    writes): kept in every log dir's ``meta.properties`` and answered in Metadata, so a dir
+    from another cluster is never taken for one of ours. The operator derives it from the
+    BrokerCluster's uid; unset, the dirs carry none and Metadata answers null."""
     log_dirs: Annotated[list[str], Field(alias="log.dirs", min_length=1)]
     listeners: Annotated[str, Field(alias="listeners")] = "http://127.0.0.1:9092"
     advertised_url: Annotated[str | None, Field(alias="advertised.url")] = None
@@ -185,6 +191,13 @@ class BrokerConfig(BaseModel):
         u = urlparse(v)
         if u.scheme not in ("http",) or not u.hostname or u.port is None:
             raise ValueError(f"{v!r} must look like http://HOST:PORT")
+        return v
+
+    @field_validator("cluster_id")
+    @classmethod
+    def _cluster_id(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_topic_id(v)  # a cluster id is a Kafka Uuid, like a topic id
         return v
 
     @field_validator("kafka_listeners", "kafka_advertised_listeners")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from . import wire
 from .client import BrokerClient
+from .storage.names import new_topic_id
 
 
 def free_port() -> int:
@@ -52,6 +53,8 @@ class LocalBroker:
     settings: dict[str, str] = field(default_factory=dict)
     dir_names: list[str] | None = None
     """Names of the log dirs (``data-<name>``, as in a BrokerCluster); default 0..num_dirs-1."""
+    cluster_id: str | None = None
+    """``cluster.id``: a :class:`LocalCluster` gives its brokers one, as the operator does."""
     open_file_limit: int | None = None
     """RLIMIT_NOFILE (soft and hard) of the broker process; ``None``: this process's own. A low
     one makes running out of descriptors cheap to reach in a test (issue 14)."""
@@ -92,6 +95,7 @@ class LocalBroker:
             "kafka.listeners": f"PLAINTEXT://{self.kafka_endpoint}",
             "token.file": self.token_file,
             **({"controller.url": self.controller_url} if self.controller_url else {}),
+            **({"cluster.id": self.cluster_id} if self.cluster_id else {}),
             **self.settings,
         }
         with open(self.config_path, "w", encoding="utf-8") as f:
@@ -176,6 +180,9 @@ class LocalCluster:
     token: str = ""
     """Given: the brokers use it (e.g. the operator's token Secret); empty: a new one."""
     dir_names: list[str] | None = None
+    cluster_id: str = field(default_factory=new_topic_id)
+    """The brokers' ``cluster.id`` (a Kafka Uuid, fresh per cluster, like ``kafka-storage
+    random-uuid``): Kafka clients see it in Metadata."""
 
     def __post_init__(self) -> None:
         os.makedirs(self.base_dir, exist_ok=True)
@@ -195,6 +202,7 @@ class LocalCluster:
                 controller_url=self.controller_url,
                 settings=dict(self.settings),
                 dir_names=self.dir_names,
+                cluster_id=self.cluster_id,
             )
             for i in range(self.size)
         ]
@@ -223,6 +231,7 @@ class LocalCluster:
             controller_url=self.controller_url,
             settings=dict(self.settings),
             dir_names=self.dir_names,
+            cluster_id=self.cluster_id,
         )
         self.brokers.append(b)
         self.size = len(self.brokers)

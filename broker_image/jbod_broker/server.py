@@ -95,6 +95,7 @@ class Broker:
         self.logs = LogManager(
             config.log_dirs,
             broker_id=config.broker_id,
+            cluster_id=config.cluster_id,
             default_config=config.log_config(),
             headroom=config.headroom,
             handles=FileHandles(self.open_files.log_handles),

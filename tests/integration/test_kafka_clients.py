@@ -324,6 +324,7 @@ async def test_metadata_names_every_broker_leader_replicas_and_isr(env: Env) -> 
     assert {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()} == {
         b.broker_id: b.kafka_endpoint for b in env.cluster.brokers
     }
+    assert md.cluster_id == env.cluster.cluster_id  # each broker's cluster.id
     t = md.topics["t"]
     assert t.error is None
     for p, pm in t.partitions.items():

@@ -17,6 +17,8 @@ from jbod_operator.plan import builders
 UID = "0f6e4c1a-8a55-4e1c-9d53-1c1c6f5f8a10"
 CONTROLLER = "http://jbod-operator.jbod-system.svc:8080/clusters/kafka/main"
 TOKEN = "s3cr3t-token-0123456789"
+CLUSTER_ID = "D25MGopVThydUxwcb1-KEA"
+"""UID's 16 bytes as Kafka's Uuid prints them (base64url, no padding)."""
 
 
 def cluster(**spec: Any) -> BrokerCluster:
@@ -310,9 +312,34 @@ def test_configmap_server_properties_sorted() -> None:
     assert lines == [
         "listeners=http://0.0.0.0:9092",
         "kafka.listeners=PLAINTEXT://:9093",
+        f"cluster.id={CLUSTER_ID}",
         "min.insync.replicas=2",
         "num.replica.fetchers=2",
     ]
+
+
+def test_cluster_id_is_the_uid_in_kafkas_uuid_form_and_the_broker_accepts_it() -> None:
+    """Kafka prints a cluster id as base64url without padding (``kafka-storage
+    random-uuid``); the broker's config checks that form, so the two must agree."""
+    import base64
+    import uuid as uuidlib
+
+    from jbod_broker.config import BrokerConfig
+
+    raw = uuidlib.UUID(UID).bytes
+    assert builders.cluster_id(cluster()) == CLUSTER_ID
+    assert base64.urlsafe_b64decode(CLUSTER_ID + "==") == raw
+    cfg = BrokerConfig.model_validate(
+        {"broker.id": 0, "log.dirs": ["/d"], "cluster.id": builders.cluster_id(cluster())}
+    )
+    assert cfg.cluster_id == CLUSTER_ID
+    meta = cluster().metadata
+    assert (
+        builders.cluster_id(
+            cluster().model_copy(update={"metadata": meta.model_copy(update={"uid": None})})
+        )
+        is None
+    )
 
 
 def test_server_properties_parse_back_with_the_brokers_parser() -> None:
@@ -323,6 +350,7 @@ def test_server_properties_parse_back_with_the_brokers_parser() -> None:
     assert parse_properties(text.encode()) == {
         "listeners": "http://0.0.0.0:9092",
         "kafka.listeners": "PLAINTEXT://:9093",
+        "cluster.id": CLUSTER_ID,
         "log.retention.ms": "1000",
         "x.y": "a=b",
     }
@@ -333,6 +361,7 @@ def test_server_properties_parse_back_with_the_brokers_parser() -> None:
     [
         ({"config": {"listeners": "http://0.0.0.0:1"}}, "spec.config.listeners is set by"),
         ({"config": {"broker.id": "7"}}, "spec.config.broker.id is set by"),
+        ({"config": {"cluster.id": CLUSTER_ID}}, "spec.config.cluster.id is set by"),
         ({"config": {"a.b": "1\nauth.disabled=true"}}, "control characters"),
         ({"logDirs": [{"name": "x" * 59, "size": "1Gi"}]}, "must be a DNS label"),
         (

@@ -71,6 +71,29 @@ def test_dir_of_another_broker_is_offline(tmp_path: Path) -> None:
     assert "belongs to broker 1" in lm.offline_dirs()[dirs[0]]
 
 
+CLUSTER_A = "D25MGopVThydUxwcb1-KEA"
+CLUSTER_B = "x2Ps3FFxQ7G0yf0Y3Y2hKw"
+
+
+def test_dir_of_another_cluster_is_offline_and_a_dir_without_one_is_claimed(
+    tmp_path: Path,
+) -> None:
+    """Kafka's InconsistentClusterIdException, per dir (KIP-112): a retained volume of another
+    cluster never mixes its replicas in; a dir written before the cluster had an id gets it."""
+    dirs = dirs_of(tmp_path, 3)
+    start(dirs[:1], broker_id=1).shutdown()  # no cluster id yet
+    lm = LogManager(dirs[1:2], broker_id=1, cluster_id=CLUSTER_B)
+    lm.startup()
+    lm.shutdown()
+    lm = LogManager(dirs, broker_id=1, cluster_id=CLUSTER_A)
+    lm.startup()
+    assert list(lm.offline_dirs()) == [dirs[1]]
+    assert f"belongs to cluster {CLUSTER_B}, not {CLUSTER_A}" in lm.offline_dirs()[dirs[1]]
+    for d in (dirs[0], dirs[2]):
+        with open(os.path.join(d, "meta.properties"), "rb") as f:
+            assert parse_properties(f.read())["cluster.id"] == CLUSTER_A
+
+
 def test_placement_prefers_free_bytes_with_capacities(tmp_path: Path) -> None:
     d = dirs_of(tmp_path)
     specs = [LogDirSpec(d[0], 10_000_000), LogDirSpec(d[1], 50_000), LogDirSpec(d[2], 10_000_000)]

@@ -146,7 +146,7 @@ async def metadata(b: Broker, req: Request) -> Any:
         m.MetadataResponse,
         throttle_time=NO_THROTTLE,
         brokers=tuple(brokers),
-        cluster_id=None,
+        cluster_id=b.config.cluster_id,
         # Kafka's controller is a broker; here it is the operator, which clients cannot
         # reach. Clients only need a live broker id (admin requests go there).
         controller_id=live[0] if live else -1,

@@ -325,10 +325,22 @@ class LogManager:
             props["directory.id"] = uuid.uuid4().hex
             write_atomically(os.path.join(d, META_PROPERTIES), format_properties(props))
         owner = props.get("broker.id")
+        cluster = props.get("cluster.id")
         if owner is not None and owner != str(self.broker_id):
             self.channel.mark_offline(
                 d, f"meta.properties says it belongs to broker {owner}, not {self.broker_id}"
             )
+        elif self.cluster_id and cluster is not None and cluster != self.cluster_id:
+            # Kafka refuses to start on a dir of another cluster (InconsistentClusterIdException);
+            # here only that dir goes offline, as for another broker's dir (KIP-112).
+            self.channel.mark_offline(
+                d, f"meta.properties says it belongs to cluster {cluster}, not {self.cluster_id}"
+            )
+        elif self.cluster_id and cluster is None:
+            # A dir from before the cluster had an id: it is ours (broker.id says so), and from
+            # now on it says which cluster it belongs to.
+            props["cluster.id"] = self.cluster_id
+            write_atomically(os.path.join(d, META_PROPERTIES), format_properties(props))
         self._directory_ids[d] = props.get("directory.id", "")
 
     def _load_dir(self, d: str, report: StartupReport) -> list[Log]:

@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from typing import Any
 
 from jbod_broker import wire
+from jbod_broker.storage.names import format_topic_id
 
 from ..models import BrokerCluster, LogDir
 
@@ -118,6 +120,7 @@ RESERVED_CONFIG_KEYS = (
     "advertised.url",
     "broker.id",
     "broker.rack",
+    "cluster.id",
     "controller.url",
     "kafka.advertised.listeners",
     "kafka.listeners",
@@ -327,8 +330,25 @@ def render_server_properties(bc: BrokerCluster) -> str:
         f"listeners={LISTENERS}",
         f"kafka.listeners={KAFKA_LISTENERS}",
     ]
+    cid = cluster_id(bc)
+    if cid is not None:
+        lines.append(f"cluster.id={cid}")
     lines += [f"{k}={v}" for k, v in sorted((bc.spec.config or {}).items())]
     return "\n".join(lines) + "\n"
+
+
+def cluster_id(bc: BrokerCluster) -> str | None:
+    """The brokers' ``cluster.id``: the BrokerCluster's uid in Kafka's ``Uuid`` form.
+
+    Fixed for the resource's life and unique without a status write before the first pod
+    starts; a BrokerCluster deleted and made again under the same name is another cluster, so
+    its brokers refuse (take offline) dirs the old one left on retained volumes. ``None`` for a
+    model without a uid, or with one that is not a UUID (never one read from the API server)."""
+    try:
+        raw = uuid.UUID(bc.metadata.uid or "").bytes
+    except ValueError:
+        return None
+    return format_topic_id(raw)
 
 
 def config_hash(bc: BrokerCluster) -> str:
