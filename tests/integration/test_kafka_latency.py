@@ -4,6 +4,7 @@ sends at the rate it was given, open loop, and every record it sent is accounted
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -45,7 +46,7 @@ async def test_rate_producer_sends_on_schedule_and_accounts_for_every_record(
     assert totals.errors == 0 and samples.failed == []
     assert totals.acked == totals.sent == len(samples.acked) >= 2 * RATE
     dues = sorted(s.due_s for s in samples.acked)
-    gaps = {round((b - a) * 1e6) for a, b in zip(dues, dues[1:])}
+    gaps = {round((b - a) * 1e6) for a, b in itertools.pairwise(dues)}
     assert gaps <= {1999, 2000, 2001}, gaps  # open loop: one record every 1/RATE s
     assert all(s.latency_ms >= 0 for s in samples.acked)
     w = window_stats(samples, dues[0], dues[-1] + 1)
