@@ -39,18 +39,3 @@ def test_window_keeps_records_due_inside_it_only() -> None:
     assert w == {"count": 100, "failed": 0, "p50_ms": 149.0, "p99_ms": 198.0, "max_ms": 199.0}
     assert window_stats(s, 10.0, 11.0)["failed"] == 1
     assert window_stats(s, 20.0, 21.0) == {"count": 0, "failed": 0}
-
-
-def test_tool_plan_is_kafkas_json_with_log_dirs_in_replica_order() -> None:
-    from tests.kafka_reassign import tool_plan
-
-    plan = tool_plan({("t", 1): [3, 4], ("t", 0): [4, 3]}, log_dirs={("t", 1): ["/d/a", "any"]})
-    assert plan == {
-        "version": 1,
-        "partitions": [
-            {"topic": "t", "partition": 0, "replicas": [4, 3]},
-            {"topic": "t", "partition": 1, "replicas": [3, 4], "log_dirs": ["/d/a", "any"]},
-        ],
-    }
-    with pytest.raises(ValueError, match="1 log dirs for 2 replicas"):
-        tool_plan({("t", 0): [1, 2]}, log_dirs={("t", 0): ["any"]})
