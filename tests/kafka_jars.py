@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -229,7 +230,9 @@ def broker_registrations(bootstrap: str, *, timeout_s: float = 10) -> dict[int, 
     """Broker id -> fenced, as the cluster reports it (DescribeCluster with fenced brokers,
     through kafka-python's admin client). Raises what the client raises while no broker
     answers."""
-    from kafka.admin import KafkaAdminClient
+    with warnings.catch_warnings():  # kafka-python 3.0's import warns on Python 3.11
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.admin import KafkaAdminClient  # only the KRaft waits need it
 
     ms = int(timeout_s * 1000)
     admin = KafkaAdminClient(

@@ -27,18 +27,23 @@ import re
 import ssl
 import tempfile
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import kafka.errors as kafka_errors
-from kafka import TopicPartition
-from kafka.admin import (
-    AlterConfigOp,
-    ConfigResource,
-    ConfigResourceType,
-    KafkaAdminClient,
-)
+with warnings.catch_warnings():
+    # kafka-python 3.0 loads its message schemas at import with importlib.resources.read_text,
+    # which Python 3.11 deprecates: a warning about the library, not about our use of it.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka.errors as kafka_errors
+    from kafka import TopicPartition
+    from kafka.admin import (
+        AlterConfigOp,
+        ConfigResource,
+        ConfigResourceType,
+        KafkaAdminClient,
+    )
 
 from ..plan.kafka_types import (
     BrokerLogDirs,
@@ -166,6 +171,22 @@ class KafkaConnection:
         return cfg
 
 
+class _ClosingAdminClient(KafkaAdminClient):  # type: ignore[misc]
+    """kafka-python's client, closed when its constructor fails: it starts its I/O thread
+    before it bootstraps, and a bootstrap that times out (a wrong address) would leave that
+    thread running, one more on every refresh of an unreachable cluster. (The sockets of the
+    refused dials it leaves to the garbage collector.)"""
+
+    def __init__(self, **configs: Any) -> None:
+        self._closed = False
+        try:
+            super().__init__(**configs)
+        except BaseException:
+            if hasattr(self, "_net"):
+                self.close()
+            raise
+
+
 class KafkaAdmin:
     """The Admin API calls issue 22 needs, async and typed. The client connects on the first
     call (kafka-python bootstraps eagerly, blocking), so building one never does I/O."""
@@ -174,7 +195,7 @@ class KafkaAdmin:
         self,
         connection: KafkaConnection,
         *,
-        factory: Callable[..., Any] = KafkaAdminClient,
+        factory: Callable[..., Any] = _ClosingAdminClient,
     ) -> None:
         self.connection = connection
         self._factory = factory
