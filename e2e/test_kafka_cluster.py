@@ -167,6 +167,10 @@ def test_a_bad_bootstrap_address_is_not_ready_says_why_and_changes_nothing(
             (b["id"], [d["path"] for d in b["logDirs"]]) for b in good_before
         ]
 
+    # Deleted, it goes (kopf's finalizer removed once its daemon, and client, stopped).
+    kube.run("delete", "kafkacluster", "nowhere", "-n", NS, "--wait=false")
+    wait_for(lambda: kube.get("kafkacluster", "nowhere") is None, what="KafkaCluster nowhere gone")
+
 
 def test_a_missing_secret_is_named_without_dialling(
     env: tuple[Kube, OperatorProcess], kafka_jbod: KafkaCluster

@@ -116,8 +116,8 @@ async def observe(ctx: Ctx, key: tuple[str, str], spec: KafkaClusterSpec) -> Kaf
         try:
             (read,) = await admin.describe_log_dirs([broker.broker_id])
             dirs[broker.broker_id] = read
-        except (KafkaAdminError, ValueError) as exc:
-            dirs[broker.broker_id] = exc.error if isinstance(exc, KafkaAdminError) else str(exc)
+        except KafkaAdminError as exc:
+            dirs[broker.broker_id] = exc.error
     return KafkaObservation(bootstrap=bootstrap, cluster=cluster, log_dirs=dirs, time=now_iso())
 
 
