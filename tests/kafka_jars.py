@@ -2,11 +2,11 @@
 
 The jars come from Maven Central (``make kafka-jars``, part of ``make setup``: the pom in
 ``mk/kafka/pom.xml`` pins the version) into a cache outside the repo. This module finds them,
-runs a Kafka class as a JVM with a deadline, and starts Apache Kafka brokers in KRaft combined
-mode on loopback ports: combined (broker and controller in one process) for the tests that
-compare formats and for the benches that compare throughput with the same tools, or one
-dedicated controller and JBOD brokers (several log dirs each) for the operator's tests against
-a Kafka cluster it does not run (issue 22)::
+runs a Kafka class as a JVM with a deadline, and starts Apache Kafka in KRaft mode on loopback
+ports: combined (broker and controller in one process) for the tests that compare formats and
+for the benches that compare throughput with the same tools, or one dedicated controller and
+JBOD brokers (several log dirs each) for the operator's tests against a Kafka cluster it does
+not run (issue 22)::
 
     with KafkaCluster(tmp_path) as kafka:          # one combined node; nodes=3 for RF 3
         run_class(TOPIC_COMMAND, "--bootstrap-server", kafka.bootstrap, "--create", ...)
