@@ -1,5 +1,6 @@
-"""e2e scenarios share the integration tier's real API server (one per test session)."""
+"""e2e scenarios share the integration tier's real API server (one per test session) and its
+JBOD Kafka cluster fixture (one per module)."""
 
-from tests.integration.conftest import kube_cluster
+from tests.integration.conftest import kafka_jbod, kube_cluster
 
-__all__ = ["kube_cluster"]
+__all__ = ["kafka_jbod", "kube_cluster"]

@@ -2,12 +2,16 @@
 
 The jars come from Maven Central (``make kafka-jars``, part of ``make setup``: the pom in
 ``mk/kafka/pom.xml`` pins the version) into a cache outside the repo. This module finds them,
-runs a Kafka class as a JVM with a deadline, and starts Apache Kafka brokers in KRaft combined
-mode (broker and controller in one process) on loopback ports, for the tests that compare
-formats and for the benches that compare throughput with the same tools::
+runs a Kafka class as a JVM with a deadline, and starts Apache Kafka in KRaft mode on loopback
+ports: combined (broker and controller in one process) for the tests that compare formats and
+for the benches that compare throughput with the same tools, or one dedicated controller and
+JBOD brokers (several log dirs each) for the operator's tests against a Kafka cluster it does
+not run (issue 22)::
 
     with KafkaCluster(tmp_path) as kafka:          # one combined node; nodes=3 for RF 3
         run_class(TOPIC_COMMAND, "--bootstrap-server", kafka.bootstrap, "--create", ...)
+    with KafkaCluster(tmp_path, nodes=4, controllers=1, log_dirs=2, heap="320m") as kafka:
+        kafka.stop_broker(3); kafka.start_broker(3)
 
 Missing jars are an error that names the make target, never a skip (as with the API server
 binaries in ``tests/kube_cluster.py``).
@@ -21,7 +25,9 @@ import signal
 import socket
 import subprocess
 import time
+import warnings
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -105,18 +111,36 @@ def run_class(
     return proc
 
 
-# -- Apache Kafka brokers in KRaft combined mode -------------------------------------------
+# -- Apache Kafka clusters in KRaft mode ----------------------------------------------------
+
+DEDICATED_CONTROLLER_ID = 100
+"""The first dedicated controller's node id: far from the brokers' 1..N, so broker ids read
+the same in combined and dedicated mode (and as the issue's scenarios name them)."""
 
 
 @dataclass
 class KafkaNode:
-    """One combined broker+controller process; ports are picked free on 127.0.0.1."""
+    """One Kafka process on 127.0.0.1 (ports picked free): broker and controller in one
+    (combined mode), or one of the two. A broker has ``dirs`` log dirs (JBOD)."""
 
     node_id: int
     home: Path
+    roles: tuple[str, ...] = ("broker", "controller")
+    dirs: int = 1
     port: int = field(default_factory=free_port)
     controller_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    log_offset: int = 0
+    """Where ``server.log`` ended when the current process was spawned: a restarted node's
+    start is looked for after it."""
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
 
     @property
     def bootstrap(self) -> str:
@@ -127,8 +151,18 @@ class KafkaNode:
         return self.home / "server.properties"
 
     @property
+    def log_dirs(self) -> list[Path]:
+        """``log.dirs`` in order. One dir keeps the name ``data`` (what the format tests read);
+        several are ``data-0``, ``data-1``, ... A dedicated controller's holds the metadata log."""
+        if not self.is_broker:
+            return [self.home / "metadata"]
+        if self.dirs == 1:
+            return [self.home / "data"]
+        return [self.home / f"data-{i}" for i in range(self.dirs)]
+
+    @property
     def log_dir(self) -> Path:
-        return self.home / "data"
+        return self.log_dirs[0]
 
     @property
     def log_path(self) -> Path:
@@ -148,43 +182,88 @@ class KafkaNode:
 def kraft_properties(
     node: KafkaNode, voters: Sequence[KafkaNode], extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """A combined-mode node's ``server.properties`` on loopback: a static controller quorum
-    (``controller.quorum.voters``, so formatting needs no ``--standalone`` bootstrap), and
-    internal topics sized to the cluster so a one-node cluster can create them."""
-    rf = str(min(3, len(voters)))
+    """A node's ``server.properties`` on loopback: a static controller quorum
+    (``controller.quorum.voters``, so formatting needs no ``--standalone`` bootstrap), the
+    listeners its roles need, and internal topics sized to the brokers' count (at most 3) so a
+    one-broker cluster can create them. ``voters`` are the controller-role nodes."""
+    listeners = []
+    if node.is_broker:
+        listeners.append(f"PLAINTEXT://127.0.0.1:{node.port}")
+    if node.is_controller:
+        listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
     props = {
-        "process.roles": "broker,controller",
+        "process.roles": ",".join(node.roles),
         "node.id": str(node.node_id),
         "controller.quorum.voters": ",".join(
             f"{v.node_id}@127.0.0.1:{v.controller_port}" for v in voters
         ),
-        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+        "listeners": ",".join(listeners),
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        "log.dirs": str(node.log_dir),
-        "num.partitions": "1",
+        "log.dirs": ",".join(str(d) for d in node.log_dirs),
+    }
+    if node.is_broker:
+        props.update(
+            {
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "num.partitions": "1",
+                "group.initial.rebalance.delay.ms": "0",
+            }
+        )
+    props.update(extra or {})
+    return props
+
+
+def _internal_topic_settings(brokers: int) -> dict[str, str]:
+    rf = str(min(3, brokers))
+    return {
         "offsets.topic.replication.factor": rf,
         "transaction.state.log.replication.factor": rf,
         "transaction.state.log.min.isr": "1",
         "share.coordinator.state.topic.replication.factor": rf,
         "share.coordinator.state.topic.min.isr": "1",
-        "group.initial.rebalance.delay.ms": "0",
     }
-    props.update(extra or {})
-    return props
+
+
+def broker_registrations(bootstrap: str, *, timeout_s: float = 10) -> dict[int, bool]:
+    """Broker id -> fenced, as the cluster reports it (DescribeCluster with fenced brokers,
+    through kafka-python's admin client). Raises what the client raises while no broker
+    answers."""
+    with warnings.catch_warnings():  # kafka-python 3.0's import warns on Python 3.11
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.admin import KafkaAdminClient  # only the KRaft waits need it
+
+    ms = int(timeout_s * 1000)
+    admin = KafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=ms, bootstrap_timeout_ms=ms
+    )
+    try:
+        described = admin.describe_cluster()
+    finally:
+        admin.close()
+    return {int(b["broker_id"]): bool(b.get("is_fenced", False)) for b in described["brokers"]}
 
 
 class KafkaCluster:
-    """``nodes`` Apache Kafka processes, each broker and controller, formatted and started
-    on entering and stopped (SIGTERM, then SIGKILL after ``stop_timeout_s``) on leaving."""
+    """Apache Kafka in KRaft mode on loopback, formatted and started on entering and stopped
+    (SIGTERM, then SIGKILL after ``stop_timeout_s``) on leaving.
+
+    ``controllers=0`` (the default): ``nodes`` combined processes, each broker and controller.
+    ``controllers=C``: C dedicated controllers (ids from :data:`DEDICATED_CONTROLLER_ID`) and
+    ``nodes`` brokers (ids 1..nodes), each broker with ``log_dirs`` log dirs: a JBOD cluster as
+    platform teams run it. Started means every broker registered with the controller and is
+    unfenced (DescribeCluster), not merely listening. :meth:`stop_broker` and
+    :meth:`start_broker` take one broker down and bring it back (a target broker gone mid-step).
+    """
 
     def __init__(
         self,
         base_dir: str | os.PathLike[str],
         *,
         nodes: int = 1,
+        controllers: int = 0,
+        log_dirs: int = 1,
         heap: str = "512m",
         settings: Mapping[str, str] | None = None,
         start_timeout_s: float = 120,
@@ -192,15 +271,38 @@ class KafkaCluster:
     ) -> None:
         self.base_dir = Path(base_dir)
         self.heap = heap
-        self.settings = dict(settings or {})
+        self.settings = _internal_topic_settings(nodes) | dict(settings or {})
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.cluster_id = new_topic_id()  # a cluster id is a Kafka Uuid string too
-        self.nodes = [KafkaNode(i + 1, self.base_dir / f"kafka-{i + 1}") for i in range(nodes)]
+        broker_roles = ("broker",) if controllers else ("broker", "controller")
+        self.nodes = [
+            KafkaNode(i + 1, self.base_dir / f"kafka-{i + 1}", broker_roles, log_dirs)
+            for i in range(nodes)
+        ]
+        self.nodes += [
+            KafkaNode(
+                DEDICATED_CONTROLLER_ID + i,
+                self.base_dir / f"controller-{DEDICATED_CONTROLLER_ID + i}",
+                ("controller",),
+            )
+            for i in range(controllers)
+        ]
+
+    @property
+    def brokers(self) -> list[KafkaNode]:
+        return [n for n in self.nodes if n.is_broker]
+
+    @property
+    def controllers(self) -> list[KafkaNode]:
+        return [n for n in self.nodes if n.is_controller]
+
+    def broker(self, node_id: int) -> KafkaNode:
+        return next(n for n in self.brokers if n.node_id == node_id)
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(n.bootstrap for n in self.nodes)
+        return ",".join(n.bootstrap for n in self.brokers)
 
     def __enter__(self) -> KafkaCluster:
         try:
@@ -221,40 +323,59 @@ class KafkaCluster:
     def start(self) -> None:
         for node in self.nodes:
             node.home.mkdir(parents=True, exist_ok=True)
-            props = kraft_properties(node, self.nodes, self.settings)
+            props = kraft_properties(node, self.controllers, self.settings)
             node.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-            # Format: meta.properties with the cluster id and this node's directory id, and
-            # the bootstrap metadata (the latest stable metadata version) in the log dir.
-            run_class(
-                STORAGE_TOOL,
-                "format",
-                "--cluster-id",
-                self.cluster_id,
-                "--config",
-                str(node.config_path),
-                timeout_s=self.start_timeout_s,
-            )
-        for node in self.nodes:
-            with open(node.log_path, "ab") as logf:
-                node.proc = subprocess.Popen(
-                    java_command(KAFKA_MAIN, [str(node.config_path)], heap=self.heap),
-                    stdout=logf,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
+        # Format: meta.properties with the cluster id and a directory id in every log dir, and
+        # the bootstrap metadata (the latest stable metadata version) in the first. One JVM per
+        # node, all at once: each is seconds of JVM start, most of a small cluster's start-up.
+        with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
+            formatted = [
+                pool.submit(
+                    run_class,
+                    STORAGE_TOOL,
+                    "format",
+                    "--cluster-id",
+                    self.cluster_id,
+                    "--config",
+                    str(node.config_path),
+                    timeout_s=self.start_timeout_s,
                 )
+                for node in self.nodes
+            ]
+            for done in formatted:
+                done.result()
+        # Controllers first: brokers register with them as they come up.
+        ordered = self.controllers + [n for n in self.brokers if not n.is_controller]
+        for node in ordered:
+            self._spawn(node)
         deadline = time.monotonic() + self.start_timeout_s
-        for node in self.nodes:
+        for node in ordered:
             self._wait_started(node, deadline)
+        self.wait_registered({n.node_id for n in self.brokers}, deadline=deadline)
+
+    def _spawn(self, node: KafkaNode) -> None:
+        node.log_offset = node.log_path.stat().st_size if node.log_path.exists() else 0
+        with open(node.log_path, "ab") as logf:
+            node.proc = subprocess.Popen(
+                java_command(KAFKA_MAIN, [str(node.config_path)], heap=self.heap),
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def _wait_started(self, node: KafkaNode, deadline: float) -> None:
         """Until the node logged that it started and its listener accepts a connection (a
         condition, polled; the JVM's start takes seconds, so a short poll costs nothing)."""
+        port = node.port if node.is_broker else node.controller_port
         while time.monotonic() < deadline:
             if not node.alive:
                 raise RuntimeError(f"Kafka node {node.node_id} exited:\n{node.tail()}")
-            if STARTED_LINE in node.log_path.read_text(errors="replace"):
+            with open(node.log_path, "rb") as f:
+                f.seek(node.log_offset)
+                started = STARTED_LINE.encode() in f.read()
+            if started:
                 try:
-                    with socket.create_connection(("127.0.0.1", node.port), timeout=1):
+                    with socket.create_connection(("127.0.0.1", port), timeout=1):
                         return
                 except OSError:
                     pass
@@ -263,12 +384,65 @@ class KafkaCluster:
             f"Kafka node {node.node_id} not started in {self.start_timeout_s}s:\n{node.tail()}"
         )
 
+    def wait_registered(
+        self,
+        unfenced: set[int],
+        *,
+        fenced: frozenset[int] | set[int] = frozenset(),
+        deadline: float | None = None,
+    ) -> None:
+        """Until DescribeCluster lists every broker of ``unfenced`` unfenced and none of
+        ``fenced`` unfenced (a stopped broker stays registered, fenced: KRaft keeps it)."""
+        if deadline is None:
+            deadline = time.monotonic() + self.start_timeout_s
+        live = [n for n in self.brokers if n.alive]
+        bootstrap = ",".join(n.bootstrap for n in live)
+        seen: dict[int, bool] | str = "nothing yet"
+        while time.monotonic() < deadline:
+            try:
+                seen = broker_registrations(bootstrap, timeout_s=5)
+            except Exception as exc:
+                seen = f"{type(exc).__name__}: {exc}"
+            if isinstance(seen, dict):
+                up = {b for b, is_fenced in seen.items() if not is_fenced}
+                if unfenced <= up and not (fenced & up):
+                    return
+            time.sleep(0.2)
+        raise TimeoutError(
+            f"brokers {sorted(unfenced)} not all registered and unfenced (and {sorted(fenced)} "
+            f"fenced) in time; DescribeCluster said {seen}"
+        )
+
+    def stop_broker(self, node_id: int) -> None:
+        """Stop one broker cleanly (controlled shutdown) and wait until the controller has
+        fenced it: from then on it is what a stopped target broker looks like to clients."""
+        node = self.broker(node_id)
+        self._stop_nodes([node])
+        others = {n.node_id for n in self.brokers if n.alive}
+        self.wait_registered(others, fenced={node_id})
+
+    def start_broker(self, node_id: int) -> None:
+        """Start a stopped broker again (its formatted dirs kept) and wait until it is
+        registered and unfenced."""
+        node = self.broker(node_id)
+        if node.alive:
+            raise RuntimeError(f"broker {node_id} is running")
+        self._spawn(node)
+        deadline = time.monotonic() + self.start_timeout_s
+        self._wait_started(node, deadline)
+        self.wait_registered({n.node_id for n in self.brokers if n.alive}, deadline=deadline)
+
     def stop(self) -> None:
-        for node in self.nodes:
+        # Brokers before controllers: a broker's controlled shutdown needs its controller.
+        self._stop_nodes(self.brokers)
+        self._stop_nodes(self.controllers)
+
+    def _stop_nodes(self, nodes: Sequence[KafkaNode]) -> None:
+        for node in nodes:
             if node.alive:
                 assert node.proc is not None
                 node.proc.send_signal(signal.SIGTERM)
-        for node in self.nodes:
+        for node in nodes:
             if node.proc is None:
                 continue
             try:

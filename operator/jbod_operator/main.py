@@ -16,7 +16,15 @@ from typing import Any
 
 import kopf
 
-from .handlers import balance, clusters, logdirmoves, reassignments, rebalances, topics
+from .handlers import (
+    balance,
+    clusters,
+    kafka_clusters,
+    logdirmoves,
+    reassignments,
+    rebalances,
+    topics,
+)
 from .handlers.context import Ctx, close_context, open_context
 from .models import GROUP, VERSION
 from .settings import load_settings
@@ -194,3 +202,14 @@ async def rebalance_follow(
     """Follow each Rebalance while it lives (``handlers.rebalances.follow``): the command
     annotation, the planning job and the children are read by its passes."""
     await rebalances.follow(memo["ctx"], body, stopped, REBALANCE_INTERVAL)
+
+
+# -- KafkaCluster -------------------------------------------------------------------------
+
+
+@kopf.daemon(GROUP, VERSION, "kafkaclusters", backoff=5, cancellation_timeout=5)
+async def kafka_cluster_follow(
+    body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped, **_: Any
+) -> None:
+    """Refresh each KafkaCluster's status while it lives (``handlers.kafka_clusters``)."""
+    await kafka_clusters.follow(memo["ctx"], body, stopped)

@@ -6,7 +6,19 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.kafka_jars import KafkaCluster, KafkaJarsMissing, classpath
 from tests.kube_cluster import KubeBinariesMissing, KubeCluster
+
+JBOD_BROKERS = 4
+JBOD_LOG_DIRS = 2
+JBOD_HEAP = "320m"
+"""Five JVMs (one controller, four brokers) at this heap fit a 2-core CI machine."""
+JBOD_SETTINGS = {
+    # A broker that stops is fenced in seconds, not the default 9 s (scenarios stop brokers).
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "3000",
+    "auto.create.topics.enable": "false",
+}
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +38,25 @@ def kube_cluster() -> Iterator[KubeCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_jbod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Apache Kafka in KRaft mode as platform teams run it with JBOD disks: one dedicated
+    controller and 4 brokers (ids 1-4) with 2 log dirs each, on loopback. One per test module
+    (it takes seconds to start): a module's tests share it, so each test uses its own topics.
+    Fails (never skips) when the jars are missing: ``make kafka-jars`` (part of ``make setup``).
+    """
+    try:
+        classpath()
+    except KafkaJarsMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with KafkaCluster(
+        tmp_path_factory.mktemp("kafka-jbod"),
+        nodes=JBOD_BROKERS,
+        controllers=1,
+        log_dirs=JBOD_LOG_DIRS,
+        heap=JBOD_HEAP,
+        settings=JBOD_SETTINGS,
+    ) as kafka:
+        yield kafka

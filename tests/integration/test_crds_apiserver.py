@@ -14,6 +14,7 @@ import pytest
 from jbod_operator.models import (
     BalanceTrigger,
     BrokerClusterSpec,
+    KafkaClusterSpec,
     LogDirMoveSpec,
     PartitionReassignmentSpec,
     RebalanceSpec,
@@ -65,6 +66,13 @@ def reassignment(name: str = "ra1", **assignment: Any) -> dict[str, Any]:
 
 def rebalance(name: str = "rb1", **spec: Any) -> dict[str, Any]:
     return obj("Rebalance", name, {"clusterName": "bc1", **spec})
+
+
+def kafka_cluster(name: str = "kc1", **spec: Any) -> dict[str, Any]:
+    return obj("KafkaCluster", name, {"bootstrapServers": ["kafka-0.kafka:9092"], **spec})
+
+
+SECRET_REF = {"secretKeyRef": {"name": "kafka-admin", "key": "password"}}
 
 
 def run(
@@ -171,6 +179,18 @@ VALID = [
     reassignment("ra1", logDirs=["d0", "d1", "/data/d0"]),
     rebalance("rb1", mode="add-brokers", brokers=[3], maxConcurrentMovesPerBroker=3),
     rebalance("rb2", mode="remove-disks", logDirs=[{"brokerId": 0, "logDir": "d1"}]),
+    kafka_cluster("kc1"),
+    kafka_cluster(
+        "kc-sasl",
+        bootstrapServers=["10.0.0.1:9094", "[::1]:9094"],
+        securityProtocol="SASL_SSL",
+        sasl={"mechanism": "SCRAM-SHA-512", "username": SECRET_REF, "password": SECRET_REF},
+        tls={
+            "ca": {"secretKeyRef": {"name": "kafka-ca", "key": "ca.crt"}},
+            "verifyHostname": True,
+        },
+        refreshIntervalSeconds=10,
+    ),
 ]
 SPEC_MODELS: dict[str, Any] = {
     "BrokerCluster": BrokerClusterSpec,
@@ -178,6 +198,7 @@ SPEC_MODELS: dict[str, Any] = {
     "LogDirMove": LogDirMoveSpec,
     "PartitionReassignment": PartitionReassignmentSpec,
     "Rebalance": RebalanceSpec,
+    "KafkaCluster": KafkaClusterSpec,
 }
 PLURALS = {m.kind: m.plural for m in RESOURCES}
 
@@ -587,6 +608,20 @@ REFUSED = [
         topic("rename", topicName="other"),
         ["spec.topicName", "topicName is immutable"],
         before=topic("rename", topicName="first"),
+    ),
+    Refused(
+        "kafka-cluster-sasl-without-credentials",
+        kafka_cluster("no-sasl", securityProtocol="SASL_SSL"),
+        ["spec", "sasl is required with SASL_PLAINTEXT and SASL_SSL"],
+    ),
+    Refused(
+        "kafka-cluster-client-cert-without-key",
+        kafka_cluster(
+            "half-mtls",
+            securityProtocol="SSL",
+            tls={"certificate": {"secretKeyRef": {"name": "c", "key": "tls.crt"}}},
+        ),
+        ["spec.tls", "set both certificate and key"],
     ),
     Refused(
         "add-topic-name",

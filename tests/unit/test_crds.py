@@ -91,6 +91,7 @@ def test_crd_files_match_the_models_byte_for_byte() -> None:
             "logdirmoves",
             "partitionreassignments",
             "rebalances",
+            "kafkaclusters",
         )
     }
     on_disk = {p.name for p in CRD_DIR.glob(f"{GROUP}_*.yaml")}

@@ -134,6 +134,15 @@ the resources it serves. tests/unit/test_chart_templates.py compares them with t
 - apiGroups: ["jbod.io"]
   resources: ["rebalances/status"]
   verbs: ["patch"]
+# KafkaClusters (a Kafka cluster the operator does not run): kopf follows each with a daemon;
+# each refresh reads it afresh and merge-patches its status. Their SASL/TLS Secrets are read
+# with the secrets rule below.
+- apiGroups: ["jbod.io"]
+  resources: ["kafkaclusters"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["jbod.io"]
+  resources: ["kafkaclusters/status"]
+  verbs: ["patch"]
 # The brokers' objects, by server-side apply: a PATCH, which needs create as well when the
 # object does not exist yet. A StatefulSet is read first and deleted (orphaning its pods and
 # PVCs) to change its volumeClaimTemplates when a log dir is added.

@@ -65,6 +65,7 @@ TOPICS = Resource("jbod.io", "v1alpha1", "topics", "Topic")
 LOG_DIR_MOVES = Resource("jbod.io", "v1alpha1", "logdirmoves", "LogDirMove")
 REASSIGNMENTS = Resource("jbod.io", "v1alpha1", "partitionreassignments", "PartitionReassignment")
 REBALANCES = Resource("jbod.io", "v1alpha1", "rebalances", "Rebalance")
+KAFKA_CLUSTERS = Resource("jbod.io", "v1alpha1", "kafkaclusters", "KafkaCluster")
 JOBS = Resource("batch", "v1", "jobs", "Job")
 SPARK_APPLICATIONS = Resource(SPARK_GROUP, "v1beta2", "sparkapplications", "SparkApplication")
 BY_KIND = {
@@ -84,6 +85,7 @@ BY_KIND = {
         LOG_DIR_MOVES,
         REASSIGNMENTS,
         REBALANCES,
+        KAFKA_CLUSTERS,
         JOBS,
         SPARK_APPLICATIONS,
     )

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import kopf
 
 from ..clients.brokers import BrokerPool
+from ..clients.kafka_admin import KafkaAdmin
 from ..clients.kube import KubeClient
 from ..clients.planning_jobs import JobLauncher, make_launcher
 from ..control.cluster_controller import ClusterController
@@ -39,6 +40,8 @@ class Ctx:
     """Continuous detection's state per cluster (``handlers.balance.Detector``)."""
     planning: JobLauncher | None = None
     """Where Rebalances' planning jobs run (made on first use, from the settings)."""
+    kafka_admins: dict[tuple[str, str], KafkaAdmin] = field(default_factory=dict)
+    """One Admin API client per KafkaCluster (``handlers.kafka_clusters``)."""
 
     def launcher(self) -> JobLauncher:
         if self.planning is None:
@@ -113,6 +116,9 @@ async def open_context(cfg: OperatorSettings) -> Ctx:
 
 async def close_context(ctx: Ctx) -> None:
     await ctx.deposed()
+    for admin in ctx.kafka_admins.values():
+        await admin.close()
+    ctx.kafka_admins.clear()
     if ctx.planning is not None:
         await ctx.planning.close()
     await ctx.elector.stop(release=True)

@@ -14,6 +14,13 @@ from .broker_cluster import (
     LogDir,
 )
 from .common import GROUP, VERSION, Condition
+from .kafka_cluster import (
+    KafkaCluster,
+    KafkaClusterSpec,
+    KafkaClusterStatus,
+    SaslMechanism,
+    SecurityProtocol,
+)
 from .log_dir_move import LogDirMove, LogDirMoveSpec, LogDirMoveStatus
 from .reassignment import PartitionReassignment, PartitionReassignmentSpec
 from .rebalance import (
@@ -35,6 +42,9 @@ __all__ = [
     "BrokerClusterSpec",
     "BrokerClusterStatus",
     "Condition",
+    "KafkaCluster",
+    "KafkaClusterSpec",
+    "KafkaClusterStatus",
     "LogDir",
     "LogDirMove",
     "LogDirMoveSpec",
@@ -47,6 +57,8 @@ __all__ = [
     "RebalancePhase",
     "RebalanceSpec",
     "RebalanceStatus",
+    "SaslMechanism",
+    "SecurityProtocol",
     "Topic",
     "TopicSpec",
     "TopicStatus",

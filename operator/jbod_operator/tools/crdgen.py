@@ -29,6 +29,7 @@ from ..models import (
     GROUP,
     VERSION,
     BrokerCluster,
+    KafkaCluster,
     LogDirMove,
     PartitionReassignment,
     Rebalance,
@@ -41,6 +42,7 @@ RESOURCES: tuple[type[BaseModel], ...] = (
     LogDirMove,
     PartitionReassignment,
     Rebalance,
+    KafkaCluster,
 )
 CATEGORIES = ["jbod"]
 DEFAULT_OUT_DIR = Path(__file__).resolve().parents[3] / "crds"
