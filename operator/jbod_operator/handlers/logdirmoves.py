@@ -1,7 +1,7 @@
 """LogDirMove: drive the move engines (KIP-113) and report, so nobody reaches a broker by
 hand.
 
-A pass resolves who executes the moves of the cluster it names (:func:`executor_for`, a
+A pass resolves who executes the moves of the cluster it names (``handlers.executors``, a
 ``plan.execution.LogDirMoveExecutor``: today our brokers, ``control.our_brokers``), observes
 through it (the brokers' dirs, the moves running) and the API (the cluster's other
 LogDirMoves), lets ``plan.logdirmove`` decide every transition, carries the decided actions
@@ -20,9 +20,7 @@ from typing import Any
 
 import kopf
 
-from ..clients.brokers import BrokerPool
 from ..clients.kube import LOG_DIR_MOVES, KubeClient
-from ..control.our_brokers import OurBrokersLogDirMoves
 from ..models import LogDirMove, LogDirMoveStatus
 from ..models.log_dir_move import FINAL_PHASES, FINAL_REPLICA_STATES
 from ..plan.execution import LogDirMoveExecutor
@@ -43,6 +41,7 @@ from ..plan.logdirmove import (
     settle,
 )
 from .context import Ctx, post_events, unless_stopped
+from .executors import log_dir_moves_on
 
 log = logging.getLogger(__name__)
 
@@ -52,19 +51,6 @@ class MoveOutcome:
     status: dict[str, Any]
     events: list[tuple[str, str, str]] = field(default_factory=list)
     active: bool = False
-
-
-def executor_for(
-    kube: KubeClient,
-    pool: BrokerPool,
-    namespace: str,
-    cluster: str,
-    topic_lock: asyncio.Lock | None = None,
-) -> LogDirMoveExecutor:
-    """Who executes the moves of the cluster a LogDirMove names: today always our brokers
-    (a BrokerCluster; the operator is their controller). Kafka's Admin API is the second
-    adapter (issue 22): ``plan.execution`` says what each step becomes there."""
-    return OurBrokersLogDirMoves(kube, pool, namespace, cluster, topic_lock)
 
 
 async def reconcile_log_dir_move(
@@ -192,7 +178,7 @@ async def run_pass(
     ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
     cluster = body["spec"]["clusterName"]
     ctrl = ctx.ensure_controller(ns, cluster)
-    ex = executor_for(ctx.kube, ctx.pool, ns, cluster, ctrl.lock)
+    ex = log_dir_moves_on(ctx.kube, ctx.pool, ns, cluster, ctrl.lock)
     if wait_s > 0 and not await _wait_for_news(ctx, ex, ns, name, wait_s, stopped):
         return None
     async with ctx.lock(body):
@@ -252,5 +238,5 @@ async def on_move_deleted(ctx: Ctx, body: kopf.Body) -> None:
     ctx.require_leader()
     async with ctx.lock(body):
         ns, cluster = body["metadata"]["namespace"], body["spec"]["clusterName"]
-        await delete_log_dir_move(executor_for(ctx.kube, ctx.pool, ns, cluster), dict(body))
+        await delete_log_dir_move(log_dir_moves_on(ctx.kube, ctx.pool, ns, cluster), dict(body))
     ctx.forget(body)

@@ -1,6 +1,6 @@
 """PartitionReassignment: move replicas across brokers in KIP-435 batches.
 
-A pass resolves who executes the steps on the cluster it names (:func:`executor_for`, a
+A pass resolves who executes the steps on the cluster it names (``handlers.executors``, a
 ``plan.execution.ReassignmentExecutor``: today our brokers, of which the operator is the
 controller, ``control.our_brokers``), observes through it (the cluster, each broker's dirs,
 the partition state of record) and the API (the cluster's LogDirMoves and other
@@ -26,10 +26,7 @@ import kopf
 
 from jbod_broker.errors import StaleControllerEpochError
 
-from ..clients.brokers import BrokerPool
 from ..clients.kube import LOG_DIR_MOVES, REASSIGNMENTS, KubeClient
-from ..control.cluster_controller import ClusterController
-from ..control.our_brokers import OurBrokersReassignments
 from ..models import LogDirMove, PartitionReassignment
 from ..models.log_dir_move import FINAL_REPLICA_STATES, ReplicaState
 from ..models.reassignment import ENDED_PHASES
@@ -48,6 +45,7 @@ from ..plan.reassignment import (
 )
 from . import failpoints
 from .context import Ctx, post_events, unless_stopped
+from .executors import reassignments_on
 
 log = logging.getLogger(__name__)
 
@@ -59,16 +57,6 @@ class Outcome:
     active: bool = False
     progressed: bool = False
     """The pass wrote a partition's state of record (a step started, shrunk or ended)."""
-
-
-def executor_for(
-    kube: KubeClient, pool: BrokerPool, ctrl: ClusterController, namespace: str, cluster: str
-) -> ReassignmentExecutor:
-    """Who executes the steps on the cluster a PartitionReassignment names: today always our
-    brokers (a BrokerCluster, whose controller ``ctrl`` is). Kafka's Admin API is the second
-    adapter (issue 22): ``plan.execution`` says what each step becomes there. One executor
-    serves one pass."""
-    return OurBrokersReassignments(kube, pool, ctrl, namespace, cluster)
 
 
 async def reconcile_reassignment(
@@ -194,7 +182,7 @@ async def run_pass(ctx: Ctx, body: kopf.Body | Mapping[str, Any]) -> Outcome | N
             return None
         cluster = fresh["spec"]["clusterName"]
         ctrl = ctx.ensure_controller(ns, cluster)
-        ex = executor_for(ctx.kube, ctx.pool, ctrl, ns, cluster)
+        ex = reassignments_on(ctx.kube, ctx.pool, ctrl, ns, cluster)
         out = await reconcile_reassignment(ctx.kube, ex, fresh)
     post_events(body, out.events)
     return out
@@ -278,7 +266,9 @@ async def on_deleted(ctx: Ctx, body: kopf.Body) -> None:
             if pr.status is not None and pr.status.phase is not None:
                 ctrl = ctx.ensure_controller(meta["namespace"], pr.spec.cluster_name)
                 cancel = {**fresh, "spec": {**fresh["spec"], "cancel": True, "rollback": False}}
-                ex = executor_for(ctx.kube, ctx.pool, ctrl, meta["namespace"], pr.spec.cluster_name)
+                ex = reassignments_on(
+                    ctx.kube, ctx.pool, ctrl, meta["namespace"], pr.spec.cluster_name
+                )
                 out = await reconcile_reassignment(ctx.kube, ex, cancel)
                 post_events(body, out.events)
                 if out.active:
