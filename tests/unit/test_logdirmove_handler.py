@@ -1,4 +1,5 @@
-"""The LogDirMove handler's I/O edge (``handlers.logdirmoves``) over in-memory stand-ins for
+"""The LogDirMove handler's I/O edge (``handlers.logdirmoves`` through our brokers' adapter,
+``control.our_brokers``) over in-memory stand-ins for
 the API server and the brokers: what a pass sends, and that it writes status once.
 
 Found by a reader: recording a moved replica's dir in its Topic matched Topics by
@@ -15,6 +16,7 @@ import copy
 from typing import Any
 
 from jbod_broker import wire
+from jbod_operator.control.our_brokers import OurBrokersLogDirMoves
 from jbod_operator.handlers.logdirmoves import reconcile_log_dir_move
 
 NS, CLUSTER = "kafka", "kip"
@@ -184,9 +186,8 @@ def run_pass(kafka_name: str) -> tuple[FakeKube, FakeBroker, Any]:
         }
     )
     broker = FakeBroker(kafka_name)
-    outcome = asyncio.run(
-        reconcile_log_dir_move(kube, FakePool(broker), moving(kafka_name))  # type: ignore[arg-type]
-    )
+    ours = OurBrokersLogDirMoves(kube, FakePool(broker), NS, CLUSTER)  # type: ignore[arg-type]
+    outcome = asyncio.run(reconcile_log_dir_move(kube, ours, moving(kafka_name)))  # type: ignore[arg-type]
     return kube, broker, outcome
 
 

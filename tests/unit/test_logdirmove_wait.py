@@ -1,4 +1,5 @@
-"""The operator's long poll on running moves (handlers.logdirmoves.wait_for_a_move_to_end).
+"""The operator's long poll on running moves (handlers.logdirmoves.wait_for_a_move_to_end, over
+our brokers' adapter: control.our_brokers).
 
 Fake brokers stand in for the HTTP clients (unit tier); the real long poll is exercised
 against broker processes in tests/integration/test_move_long_poll.py and by every e2e
@@ -11,6 +12,7 @@ import asyncio
 from typing import Any
 
 from jbod_broker.client import BrokerUnavailableError
+from jbod_operator.control.our_brokers import OurBrokersLogDirMoves
 from jbod_operator.handlers.logdirmoves import wait_for_a_move_to_end
 
 
@@ -54,7 +56,8 @@ def body(*entries: tuple[int, str, int, str]) -> dict[str, Any]:
 
 
 def run(pool: FakePool, b: dict[str, Any], wait_s: float) -> bool:
-    return asyncio.run(wait_for_a_move_to_end(pool, b, wait_s))  # type: ignore[arg-type]
+    ours = OurBrokersLogDirMoves(None, pool, "ns", "c")  # type: ignore[arg-type]
+    return asyncio.run(wait_for_a_move_to_end(ours, b, wait_s))
 
 
 def test_nothing_moving_returns_false_without_asking() -> None:

@@ -1,12 +1,14 @@
-"""PartitionReassignment: move replicas across brokers in KIP-435 batches, the operator acting
-as Kafka's controller.
+"""PartitionReassignment: move replicas across brokers in KIP-435 batches.
 
-A pass observes (the BrokerCluster, every broker's describe-log-dirs, the cluster's Topics,
-LogDirMoves and other PartitionReassignments), lets ``plan.reassignment`` decide every
-transition, carries out the actions in order and writes the status once. The partition state
-of record is each Topic's status, written first and under the cluster controller's lock (the
-one writer of leader and ISR), so a pass never interleaves with an election or an
-AlterPartition, and an operator killed anywhere resumes from what was written.
+A pass resolves who executes the steps on the cluster it names (``handlers.executors``, a
+``plan.execution.ReassignmentExecutor``: today our brokers, of which the operator is the
+controller, ``control.our_brokers``), observes through it (the cluster, each broker's dirs,
+the partition state of record) and the API (the cluster's LogDirMoves and other
+PartitionReassignments), lets ``plan.reassignment`` decide every transition, carries the
+actions out through the executor in order and writes the status once. On our brokers the
+partition state of record is each Topic's status, written first and under the cluster
+controller's lock (the one writer of leader and ISR), so a pass never interleaves with an
+election or an AlterPartition, and an operator killed anywhere resumes from what was written.
 """
 
 from __future__ import annotations
@@ -22,52 +24,30 @@ from typing import Any
 
 import kopf
 
-from jbod_broker import wire
-from jbod_broker.errors import KafkaError, StaleControllerEpochError
+from jbod_broker.errors import StaleControllerEpochError
 
-from ..clients.brokers import BrokerPool
-from ..clients.kube import (
-    BROKER_CLUSTERS,
-    LOG_DIR_MOVES,
-    REASSIGNMENTS,
-    TOPICS,
-    ApiError,
-    KubeClient,
-)
-from ..control.cluster_controller import ClusterController
-from ..models import (
-    BrokerCluster,
-    LogDirMove,
-    PartitionReassignment,
-    kafka_topic_name,
-    topic_id_of,
-)
+from ..clients.kube import LOG_DIR_MOVES, REASSIGNMENTS, KubeClient
+from ..models import LogDirMove, PartitionReassignment
 from ..models.log_dir_move import FINAL_REPLICA_STATES, ReplicaState
 from ..models.reassignment import ENDED_PHASES
-from ..plan import partition_state, topic_spec
-from ..plan.logdirmove import BrokerDirs, broker_dirs
+from ..plan.execution import ClusterSeen, ReassignmentExecutor, RecordChanged
 from ..plan.reassignment import (
     TP,
     Action,
     Decision,
     Delete,
     Observed,
-    PartView,
     PreferDir,
     Tell,
     Throttle,
-    TopicView,
     WritePartition,
     advance,
 )
 from . import failpoints
 from .context import Ctx, post_events, unless_stopped
+from .executors import reassignments_on
 
 log = logging.getLogger(__name__)
-
-
-class TopicWriteConflict(Exception):
-    """A Topic's status changed since this pass read it: nothing more is done in this pass."""
 
 
 @dataclass
@@ -80,24 +60,20 @@ class Outcome:
 
 
 async def reconcile_reassignment(
-    kube: KubeClient, pool: BrokerPool, ctrl: ClusterController, body: Mapping[str, Any]
+    kube: KubeClient, ex: ReassignmentExecutor, body: Mapping[str, Any]
 ) -> Outcome:
-    """One pass: observe, decide, act, write status once."""
+    """One pass: observe (through ``ex`` and the API), decide, act through ``ex``, write
+    status once."""
     pr = PartitionReassignment.model_validate(body)
-    ns = pr.metadata.namespace or "default"
     if pr.status is not None and pr.status.phase in ENDED_PHASES and not pr.spec.rollback:
         return Outcome(pr.status.dump())
-    bc_raw = await kube.get(BROKER_CLUSTERS, ns, pr.spec.cluster_name)
-    bc = BrokerCluster.model_validate(bc_raw) if bc_raw is not None else None
-    describes: dict[int, wire.DescribeLogDirsResponse | None] = {}
-    if bc is not None:
-        describes = await pool.describe(ns, bc.metadata.name, list(range(bc.broker_count)))
-    async with ctrl.lock:
-        obs, raw_topics = await observe(kube, ctrl, pr, bc, describes)
+    seen = await ex.cluster()
+    async with ex.serialized():
+        obs = await observe(kube, ex, pr, seen)
         decision = advance(obs)
         try:
-            await _Acts(kube, pool, ctrl, pr, raw_topics).run(decision.actions)
-        except TopicWriteConflict:
+            await run_actions(ex, decision.actions)
+        except RecordChanged:
             return Outcome(pr.status.dump() if pr.status else {}, [], True)
     await _write_status(kube, pr, decision)
     return Outcome(
@@ -109,43 +85,18 @@ async def reconcile_reassignment(
 
 
 async def observe(
-    kube: KubeClient,
-    ctrl: ClusterController,
-    pr: PartitionReassignment,
-    bc: BrokerCluster | None,
-    describes: Mapping[int, wire.DescribeLogDirsResponse | None],
-) -> tuple[Observed, dict[str, dict[str, Any]]]:
-    """Everything a pass decides from; Topics read fresh under the controller's lock."""
+    kube: KubeClient, ex: ReassignmentExecutor, pr: PartitionReassignment, seen: ClusterSeen | None
+) -> Observed:
+    """Everything a pass decides from: the partitions as recorded, read fresh through ``ex``
+    under its lock, and the claims of the cluster's LogDirMoves and other
+    PartitionReassignments, read from the API (the same for every adapter)."""
     now = time.time()
-    if bc is None:
-        return Observed(pr, now, cluster_size=None), {}
-    ns, cluster, me = pr.metadata.namespace or "default", bc.metadata.name, pr.metadata.name
-    wanted = {t.topic for t in pr.spec.partitions}
-    raw: dict[str, dict[str, Any]] = {}
-    topics: dict[str, TopicView] = {}
-    busy: dict[int, int] = defaultdict(int)
-    claims: dict[TP, str] = {}
-    for t in await kube.list(TOPICS, ns):
-        if (t.get("spec") or {}).get("clusterName") != cluster:
-            continue
-        name = kafka_topic_name(t)
-        parts = {}
-        for s in (t.get("status") or {}).get("partitions") or []:
-            pv = PartView.from_status(name, s)
-            parts[pv.partition] = pv
-            if pv.reassigned_by and pv.reassigned_by != me:
-                claims[pv.key] = f"PartitionReassignment {pv.reassigned_by}"
-                for b in {*pv.adding, *pv.removing}:
-                    busy[b] += 1
-        if name in wanted:
-            raw[name] = t
-            topics[name] = TopicView(
-                resource=t["metadata"]["name"],
-                name=name,
-                min_isr=topic_spec.min_insync_replicas(topic_spec.configs_in_force(t)),
-                partitions=parts,
-                deleting=bool(t["metadata"].get("deletionTimestamp")),
-            )
+    if seen is None:
+        return Observed(pr, now, cluster_size=None)
+    ns, cluster, me = pr.metadata.namespace or "default", pr.spec.cluster_name, pr.metadata.name
+    parts = await ex.partitions(pr)
+    busy: dict[int, int] = defaultdict(int, parts.busy)
+    claims: dict[TP, str] = dict(parts.claims)
     for m in await kube.list(LOG_DIR_MOVES, ns):
         if (m.get("spec") or {}).get("clusterName") != cluster:
             continue
@@ -172,181 +123,41 @@ async def observe(
                     (target.topic, target.partition),
                     f"PartitionReassignment {other.metadata.name}",
                 )
-    brokers: dict[int, BrokerDirs | None] = {
-        b: broker_dirs(b, d) if d is not None else None for b, d in describes.items()
-    }
-    obs = Observed(
+    live, liveness_known = await ex.liveness()
+    return Observed(
         pr,
         now,
-        cluster_size=bc.spec.replicas,
-        live=frozenset(ctrl.live()),
-        topics=topics,
-        brokers=brokers,
+        cluster_size=seen.size,
+        live=live,
+        topics=parts.topics,
+        brokers=seen.brokers,
         busy=dict(busy),
         claims=claims,
-        cluster_dirs=tuple(d.name for d in bc.spec.log_dirs),
-        liveness_known=ctrl.liveness_known(),
+        cluster_dirs=seen.dir_names,
+        liveness_known=liveness_known,
     )
-    return obs, raw
 
 
-class _Acts:
-    """Carries out a decision's actions in order: Topic statuses first, then brokers."""
-
-    def __init__(
-        self,
-        kube: KubeClient,
-        pool: BrokerPool,
-        ctrl: ClusterController,
-        pr: PartitionReassignment,
-        raw_topics: dict[str, dict[str, Any]],
-    ) -> None:
-        self.kube = kube
-        self.pool = pool
-        self.ctrl = ctrl
-        self.ns = pr.metadata.namespace or "default"
-        self.cluster = pr.spec.cluster_name
-        self.raw = raw_topics
-
-    async def run(self, actions: Iterable[Action]) -> None:
-        actions = list(actions)
-        writes = [a for a in actions if isinstance(a, WritePartition)]
-        await self._write(writes)
-        if any(w.view.adding for w in writes):
-            failpoints.hit("reassignment-step-written")
-        if any(not w.view.adding and w.view.removing for w in writes):
-            failpoints.hit("reassignment-shrink-written")
-        prefer: dict[int, list[tuple[str, int, str]]] = defaultdict(list)
-        for a in actions:
-            if isinstance(a, PreferDir):
-                prefer[a.broker].append((a.topic, a.partition, a.log_dir))
-        for b, moves in sorted(prefer.items()):
-            await self._broker(
-                b, "alter_replica_log_dirs", lambda c, m=moves: c.alter_replica_log_dirs(m)
-            )
-        await self._tell([a for a in actions if isinstance(a, Tell)])
-        if any(w.view.adding for w in writes):
-            failpoints.hit("reassignment-step-told")
-        await self._delete([a for a in actions if isinstance(a, Delete)])
-        for a in actions:
-            if isinstance(a, Throttle):
-                await self._throttle(a)
-        if any(isinstance(a, WritePartition) for a in actions):
-            await self._update_metadata()
-
-    async def _write(self, writes: list[WritePartition]) -> None:
-        """Each Topic's status once, with the resourceVersion read (409: stop this pass)."""
-        by_topic: dict[str, list[PartView]] = defaultdict(list)
-        for w in writes:
-            by_topic[w.view.topic].append(w.view)
-        for name, views in sorted(by_topic.items()):
-            t = self.raw[name]
-            changed = {v.partition: v for v in views}
-            t["status"]["partitions"] = [
-                changed[s["partition"]].to_status(s) if s["partition"] in changed else s
-                for s in t["status"]["partitions"]
-            ]
-            try:
-                out = await self.kube.replace_status(TOPICS, self.ns, t)
-            except ApiError as e:
-                if e.status == 409:
-                    raise TopicWriteConflict(name) from e
-                raise
-            if isinstance(out, dict):
-                self.raw[name] = out
-
-    def _entry(self, topic: str, partition: int) -> dict[str, Any]:
-        t = self.raw[topic]
-        return next(s for s in t["status"]["partitions"] if s["partition"] == partition)
-
-    async def _tell(self, tells: list[Tell]) -> None:
-        per_broker: dict[int, list[wire.LeaderAndIsrPartition]] = defaultdict(list)
-        for a in tells:
-            # The configs in force, never the spec's (issue 14): see plan.topic_spec.
-            configs = topic_spec.configs_in_force(self.raw[a.topic])
-            s = self._entry(a.topic, a.partition)
-            for b in sorted(a.brokers):
-                per_broker[b].append(
-                    partition_state.leader_and_isr(
-                        a.topic,
-                        s,
-                        is_new=b in a.new,
-                        min_isr=topic_spec.min_insync_replicas(configs),
-                        configs=configs,
-                        topic_id=topic_id_of(self.raw[a.topic]),
-                    )
-                )
-        live = sorted(self.ctrl.live())
-        endpoints = self.pool.endpoints(self.ns, self.cluster, live)
-        for b, states in sorted(per_broker.items()):
-            req = wire.LeaderAndIsrRequest(
-                controller_id=0,
-                controller_epoch=self.pool.controller_epoch,
-                partitions=states,
-                live_leaders=endpoints,
-            )
-            await self._broker(b, "leader_and_isr", lambda c, r=req: c.leader_and_isr(r))
-
-    async def _delete(self, deletes: list[Delete]) -> None:
-        per_broker: dict[int, list[wire.StopReplicaPartition]] = defaultdict(list)
-        for a in deletes:
-            s = self._entry(a.topic, a.partition)
-            per_broker[a.broker].append(
-                wire.StopReplicaPartition(
-                    topic=a.topic,
-                    partition=a.partition,
-                    delete=True,
-                    leader_epoch=int(s["leaderEpoch"]),
-                )
-            )
-        for b, parts in sorted(per_broker.items()):
-            req = wire.StopReplicaRequest(
-                controller_id=0, controller_epoch=self.pool.controller_epoch, partitions=parts
-            )
-            await self._broker(b, "stop_replica", lambda c, r=req: c.stop_replica(r))
-
-    async def _throttle(self, a: Throttle) -> None:
-        cfg = wire.ThrottleConfig(
-            leader_replication_throttled_rate=a.rate,
-            follower_replication_throttled_rate=a.rate,
-            leader_replication_throttled_replicas=[
-                wire.ReplicaRef(topic=t, partition=p) for t, p in sorted(a.leader_replicas)
-            ],
-            follower_replication_throttled_replicas=[
-                wire.ReplicaRef(topic=t, partition=p) for t, p in sorted(a.follower_replicas)
-            ],
-        )
-        await self._broker(a.broker, "set_configs", lambda c: c.set_configs(cfg))
-
-    async def _update_metadata(self) -> None:
-        live = sorted(self.ctrl.live())
-        req = wire.UpdateMetadataRequest(
-            controller_id=0,
-            controller_epoch=self.pool.controller_epoch,
-            live_brokers=self.pool.endpoints(self.ns, self.cluster, live),
-            partitions=[
-                partition_state.metadata(name, s, topic_id=topic_id_of(t))
-                for name, t in sorted(self.raw.items())
-                for s in (t.get("status") or {}).get("partitions") or []
-            ],
-        )
-        for b in live:
-            await self._broker(b, "update_metadata", lambda c: c.update_metadata(req))
-
-    async def _broker(self, b: int, what: str, call: Any) -> Any:
-        """One request to broker ``b``; a broker that is down or refuses is retried by a later
-        pass (every request here is idempotent). A newer controller stops us."""
-        try:
-            client = await self.pool.client(self.ns, self.cluster, b)
-            return await call(client)
-        except StaleControllerEpochError:
-            raise
-        except KafkaError as e:
-            log.warning(
-                "broker request failed",
-                extra={"event": f"{what}_failed", "broker": b, "error": str(e)},
-            )
-            return None
+async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> None:
+    """A decision's actions in order: the partition state of record first, then the dirs
+    named, the brokers told, the dropped replicas deleted, the throttles, the metadata."""
+    actions = list(actions)
+    writes = [a for a in actions if isinstance(a, WritePartition)]
+    await ex.write_partitions(writes)
+    if any(w.view.adding for w in writes):
+        failpoints.hit("reassignment-step-written")
+    if any(not w.view.adding and w.view.removing for w in writes):
+        failpoints.hit("reassignment-shrink-written")
+    await ex.prefer_dirs([a for a in actions if isinstance(a, PreferDir)])
+    await ex.tell([a for a in actions if isinstance(a, Tell)])
+    if any(w.view.adding for w in writes):
+        failpoints.hit("reassignment-step-told")
+    await ex.delete([a for a in actions if isinstance(a, Delete)])
+    for a in actions:
+        if isinstance(a, Throttle):
+            await ex.throttle(a)
+    if writes:
+        await ex.announce()
 
 
 async def _write_status(kube: KubeClient, pr: PartitionReassignment, d: Decision) -> None:
@@ -369,8 +180,10 @@ async def run_pass(ctx: Ctx, body: kopf.Body | Mapping[str, Any]) -> Outcome | N
         fresh = await ctx.kube.get(REASSIGNMENTS, ns, meta["name"])
         if fresh is None or fresh["metadata"].get("deletionTimestamp"):
             return None
-        ctrl = ctx.ensure_controller(ns, fresh["spec"]["clusterName"])
-        out = await reconcile_reassignment(ctx.kube, ctx.pool, ctrl, fresh)
+        cluster = fresh["spec"]["clusterName"]
+        ctrl = ctx.ensure_controller(ns, cluster)
+        ex = reassignments_on(ctx.kube, ctx.pool, ctrl, ns, cluster)
+        out = await reconcile_reassignment(ctx.kube, ex, fresh)
     post_events(body, out.events)
     return out
 
@@ -453,7 +266,10 @@ async def on_deleted(ctx: Ctx, body: kopf.Body) -> None:
             if pr.status is not None and pr.status.phase is not None:
                 ctrl = ctx.ensure_controller(meta["namespace"], pr.spec.cluster_name)
                 cancel = {**fresh, "spec": {**fresh["spec"], "cancel": True, "rollback": False}}
-                out = await reconcile_reassignment(ctx.kube, ctx.pool, ctrl, cancel)
+                ex = reassignments_on(
+                    ctx.kube, ctx.pool, ctrl, meta["namespace"], pr.spec.cluster_name
+                )
+                out = await reconcile_reassignment(ctx.kube, ex, cancel)
                 post_events(body, out.events)
                 if out.active:
                     raise kopf.TemporaryError("undoing the steps in flight", delay=1)

@@ -1,0 +1,435 @@
+"""The first adapter of the step-execution interfaces (``plan.execution``): our brokers, of
+which the operator is the controller.
+
+Everything a LogDirMove or PartitionReassignment pass sends to a broker or writes into a
+Topic's status lives here, moved unchanged from the handlers: the partition state of record
+is each Topic's status (written first, under the cluster controller's lock), and the brokers
+are told with LeaderAndIsr, StopReplica and UpdateMetadata, and asked with their HTTP
+endpoints (describe-log-dirs, alter-replica-log-dirs, the throttle configs, the cordon).
+Kafka's Admin API is the second adapter (issue 22); the table in ``plan.execution`` says what
+each method becomes there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jbod_broker import wire
+from jbod_broker.client import BrokerUnavailableError
+from jbod_broker.errors import (
+    KafkaError,
+    ReplicaNotAvailableError,
+    StaleControllerEpochError,
+    error_by_name,
+)
+
+from ..clients.brokers import BrokerPool
+from ..clients.kube import BROKER_CLUSTERS, TOPICS, ApiError, KubeClient
+from ..models import BrokerCluster, PartitionReassignment, kafka_topic_name, topic_id_of
+from ..plan import partition_state, topic_spec
+from ..plan.execution import ClusterSeen, PartitionsSeen, RecordChanged
+from ..plan.logdirmove import (
+    BrokerDirs,
+    CancelMoves,
+    Cordon,
+    RecordInTopic,
+    ReplicaKey,
+    Resend,
+    SetThrottle,
+    Start,
+    StartAnswer,
+    StartResult,
+    broker_dirs,
+)
+from ..plan.reassignment import (
+    TP,
+    Delete,
+    PartView,
+    PreferDir,
+    Tell,
+    Throttle,
+    TopicView,
+    WritePartition,
+)
+from .cluster_controller import ClusterController
+
+log = logging.getLogger(__name__)
+
+
+class OurBrokersLogDirMoves:
+    """A LogDirMove's steps on a BrokerCluster's brokers (``plan.execution.LogDirMoveExecutor``).
+
+    ``topic_lock`` (the cluster controller's) is held while a moved replica's dir is written
+    into its Topic, so that write never interleaves with an election's.
+    """
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        pool: BrokerPool,
+        namespace: str,
+        cluster: str,
+        topic_lock: asyncio.Lock | None = None,
+    ) -> None:
+        self.kube, self.pool, self.ns, self.cluster = kube, pool, namespace, cluster
+        self.lock = topic_lock
+
+    # -- observe ------------------------------------------------------------------------------
+
+    async def cluster_size(self) -> int | None:
+        bc = await self.kube.get(BROKER_CLUSTERS, self.ns, self.cluster)
+        return None if bc is None else int(bc["spec"]["replicas"])
+
+    async def describe_dirs(self, brokers: Sequence[int]) -> Mapping[int, BrokerDirs | None]:
+        describes = await self.pool.describe(self.ns, self.cluster, list(brokers))
+        return {b: broker_dirs(b, d) if d is not None else None for b, d in describes.items()}
+
+    async def describe_moves(
+        self, broker: int, replicas: Sequence[tuple[str, int]]
+    ) -> Sequence[wire.ReplicaLogDirInfo]:
+        try:
+            client = await self.pool.client(self.ns, self.cluster, broker)
+            return (await client.describe_replica_log_dirs(list(replicas))).partitions
+        except KafkaError:
+            return []
+
+    async def wait_for_a_move_to_end(
+        self, by_broker: Mapping[int, Sequence[tuple[str, int]]], wait_s: float
+    ) -> bool:
+        """Long-poll the brokers with moves running until one of the moves ends.
+
+        The operator then verifies a finished move when it finishes, not on its next poll,
+        which is most of what it would otherwise add to a short move.
+        """
+        if not by_broker:
+            return False
+
+        async def poll(b: int, replicas: Sequence[tuple[str, int]]) -> None:
+            client = await self.pool.client(self.ns, self.cluster, b)
+            await client.describe_replica_log_dirs(list(replicas), wait_ms=int(wait_s * 1000))
+
+        tasks = [asyncio.create_task(poll(b, r)) for b, r in sorted(by_broker.items())]
+        return await _first_answer(tasks, wait_s + 5)
+
+    async def reassigning(self) -> Mapping[tuple[str, int], str]:
+        """The Topics' ``reassignedBy``: the state of record says who moves a partition."""
+        out: dict[tuple[str, int], str] = {}
+        for t in await self.kube.list(TOPICS, self.ns):
+            if (t.get("spec") or {}).get("clusterName") != self.cluster:
+                continue
+            for s in (t.get("status") or {}).get("partitions") or []:
+                if s.get("reassignedBy"):
+                    out[(kafka_topic_name(t), s["partition"])] = s["reassignedBy"]
+        return out
+
+    # -- act ----------------------------------------------------------------------------------
+
+    async def _alter(self, replica: ReplicaKey, target: str) -> None:
+        b, topic, partition = replica
+        client = await self.pool.client(self.ns, self.cluster, b)
+        resp = await client.alter_replica_log_dirs([(topic, partition, target)])
+        r = resp.partitions[0]
+        if r.error:
+            raise error_by_name(r.error, r.message or r.error)
+
+    async def start(self, action: Start) -> StartResult:
+        try:
+            await self._alter(action.replica, action.target)
+        except BrokerUnavailableError:
+            return StartResult(action.replica, StartAnswer.BROKER_AWAY)
+        except ReplicaNotAvailableError:
+            return StartResult(action.replica, StartAnswer.NOT_THERE_YET)
+        except KafkaError as err:
+            return StartResult(action.replica, StartAnswer.REFUSED, str(err))
+        return StartResult(action.replica, StartAnswer.ACCEPTED)
+
+    async def resend(self, action: Resend) -> None:
+        await self._alter(action.replica, action.target)
+
+    async def cancel(self, action: CancelMoves) -> None:
+        """Destination "any": the broker stops the copy and removes the future folder."""
+        for b, topic, partition in action.replicas:
+            try:
+                client = await self.pool.client(self.ns, self.cluster, b)
+                await client.alter_replica_log_dirs([(topic, partition, wire.ANY_LOG_DIR)])
+            except KafkaError as err:
+                log.warning("cancel not delivered", extra={"broker": b, "error": str(err)})
+
+    async def set_throttle(self, action: SetThrottle) -> None:
+        for b in action.brokers:
+            try:
+                client = await self.pool.client(self.ns, self.cluster, b)
+                await client.set_configs(
+                    wire.ThrottleConfig(intra_broker_throttled_rate=action.rate)
+                )
+            except KafkaError:
+                continue
+
+    async def cordon(self, action: Cordon) -> None:
+        b = action.drain.broker_id
+        try:
+            client = await self.pool.client(self.ns, self.cluster, b)
+            d = broker_dirs(b, await client.describe_log_dirs()).find(action.drain.log_dir)
+            if d is not None and d.cordoned != action.on:
+                await client.cordon_log_dir(d.path, action.on)
+        except KafkaError:
+            return
+
+    async def record_placement(self, action: RecordInTopic) -> None:
+        """The Topic's status says where each replica lives: keep it true after a move."""
+        broker, topic, partition = action.replica
+        async with self.lock or asyncio.Lock():
+            for _ in range(5):
+                t = next(
+                    (
+                        t
+                        for t in await self.kube.list(TOPICS, self.ns)
+                        if (t.get("spec") or {}).get("clusterName") == self.cluster
+                        and kafka_topic_name(t) == topic
+                    ),
+                    None,
+                )
+                if t is None:
+                    return
+                for p in (t.get("status") or {}).get("partitions") or []:
+                    if p["partition"] == partition:
+                        for r in p["replicas"]:
+                            if r["brokerId"] == broker:
+                                r["logDir"] = action.path
+                try:
+                    await self.kube.replace_status(TOPICS, self.ns, t)
+                    return
+                except ApiError as e:
+                    if e.status != 409:
+                        raise
+
+
+async def _first_answer(tasks: list[asyncio.Task[None]], timeout_s: float) -> bool:
+    """Whether one of ``tasks`` succeeded before ``timeout_s``; one that fails does not
+    count. Every task is cancelled and awaited before this returns."""
+    loop = asyncio.get_running_loop()
+    pending: set[asyncio.Task[None]] = set(tasks)
+    answered = False
+    deadline = loop.time() + timeout_s
+    try:
+        while pending and not answered:
+            timeout = deadline - loop.time()
+            if timeout <= 0:
+                break
+            done, pending = await asyncio.wait(
+                pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            answered = any(not t.cancelled() and t.exception() is None for t in done)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return answered
+
+
+class OurBrokersReassignments:
+    """A PartitionReassignment's steps on a BrokerCluster's brokers, the operator acting as
+    Kafka's controller (``plan.execution.ReassignmentExecutor``).
+
+    One instance serves one pass: :meth:`partitions` keeps the Topics it read (with their
+    resourceVersions), which the act-side methods write and build their requests from.
+    """
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        pool: BrokerPool,
+        ctrl: ClusterController,
+        namespace: str,
+        cluster: str,
+    ) -> None:
+        self.kube = kube
+        self.pool = pool
+        self.ctrl = ctrl
+        self.ns = namespace
+        self.cluster_name = cluster
+        self.raw: dict[str, dict[str, Any]] = {}
+
+    # -- observe ------------------------------------------------------------------------------
+
+    async def cluster(self) -> ClusterSeen | None:
+        bc_raw = await self.kube.get(BROKER_CLUSTERS, self.ns, self.cluster_name)
+        if bc_raw is None:
+            return None
+        bc = BrokerCluster.model_validate(bc_raw)
+        describes = await self.pool.describe(
+            self.ns, self.cluster_name, list(range(bc.broker_count))
+        )
+        return ClusterSeen(
+            size=bc.spec.replicas,
+            dir_names=tuple(d.name for d in bc.spec.log_dirs),
+            brokers={b: broker_dirs(b, d) if d is not None else None for b, d in describes.items()},
+        )
+
+    def serialized(self) -> contextlib.AbstractAsyncContextManager[object]:
+        """The cluster controller's lock: it is the one writer of leader and ISR, so a pass
+        never interleaves with an election or an AlterPartition."""
+        return self.ctrl.lock
+
+    async def liveness(self) -> tuple[frozenset[int], bool]:
+        return frozenset(self.ctrl.live()), self.ctrl.liveness_known()
+
+    async def partitions(self, pr: PartitionReassignment) -> PartitionsSeen:
+        """The Topics' statuses, read fresh (call it under :meth:`serialized`)."""
+        topics, me = {t.topic for t in pr.spec.partitions}, pr.metadata.name
+        self.raw = {}
+        views: dict[str, TopicView] = {}
+        busy: dict[int, int] = defaultdict(int)
+        claims: dict[TP, str] = {}
+        for t in await self.kube.list(TOPICS, self.ns):
+            if (t.get("spec") or {}).get("clusterName") != self.cluster_name:
+                continue
+            name = kafka_topic_name(t)
+            parts = {}
+            for s in (t.get("status") or {}).get("partitions") or []:
+                pv = PartView.from_status(name, s)
+                parts[pv.partition] = pv
+                if pv.reassigned_by and pv.reassigned_by != me:
+                    claims[pv.key] = f"PartitionReassignment {pv.reassigned_by}"
+                    for b in {*pv.adding, *pv.removing}:
+                        busy[b] += 1
+            if name in topics:
+                self.raw[name] = t
+                views[name] = TopicView(
+                    resource=t["metadata"]["name"],
+                    name=name,
+                    min_isr=topic_spec.min_insync_replicas(topic_spec.configs_in_force(t)),
+                    partitions=parts,
+                    deleting=bool(t["metadata"].get("deletionTimestamp")),
+                )
+        return PartitionsSeen(views, dict(busy), claims)
+
+    # -- act ----------------------------------------------------------------------------------
+
+    async def write_partitions(self, writes: Sequence[WritePartition]) -> None:
+        """Each Topic's status once, with the resourceVersion read (409: RecordChanged)."""
+        by_topic: dict[str, list[PartView]] = defaultdict(list)
+        for w in writes:
+            by_topic[w.view.topic].append(w.view)
+        for name, views in sorted(by_topic.items()):
+            t = self.raw[name]
+            changed = {v.partition: v for v in views}
+            t["status"]["partitions"] = [
+                changed[s["partition"]].to_status(s) if s["partition"] in changed else s
+                for s in t["status"]["partitions"]
+            ]
+            try:
+                out = await self.kube.replace_status(TOPICS, self.ns, t)
+            except ApiError as e:
+                if e.status == 409:
+                    raise RecordChanged(name) from e
+                raise
+            if isinstance(out, dict):
+                self.raw[name] = out
+
+    async def prefer_dirs(self, prefer: Sequence[PreferDir]) -> None:
+        by_broker: dict[int, list[tuple[str, int, str]]] = defaultdict(list)
+        for a in prefer:
+            by_broker[a.broker].append((a.topic, a.partition, a.log_dir))
+        for b, moves in sorted(by_broker.items()):
+            await self._broker(
+                b, "alter_replica_log_dirs", lambda c, m=moves: c.alter_replica_log_dirs(m)
+            )
+
+    def _entry(self, topic: str, partition: int) -> dict[str, Any]:
+        t = self.raw[topic]
+        return next(s for s in t["status"]["partitions"] if s["partition"] == partition)
+
+    async def tell(self, tells: Sequence[Tell]) -> None:
+        per_broker: dict[int, list[wire.LeaderAndIsrPartition]] = defaultdict(list)
+        for a in tells:
+            # The configs in force, never the spec's (issue 14): see plan.topic_spec.
+            configs = topic_spec.configs_in_force(self.raw[a.topic])
+            s = self._entry(a.topic, a.partition)
+            for b in sorted(a.brokers):
+                per_broker[b].append(
+                    partition_state.leader_and_isr(
+                        a.topic,
+                        s,
+                        is_new=b in a.new,
+                        min_isr=topic_spec.min_insync_replicas(configs),
+                        configs=configs,
+                        topic_id=topic_id_of(self.raw[a.topic]),
+                    )
+                )
+        live = sorted(self.ctrl.live())
+        endpoints = self.pool.endpoints(self.ns, self.cluster_name, live)
+        for b, states in sorted(per_broker.items()):
+            req = wire.LeaderAndIsrRequest(
+                controller_id=0,
+                controller_epoch=self.pool.controller_epoch,
+                partitions=states,
+                live_leaders=endpoints,
+            )
+            await self._broker(b, "leader_and_isr", lambda c, r=req: c.leader_and_isr(r))
+
+    async def delete(self, deletes: Sequence[Delete]) -> None:
+        per_broker: dict[int, list[wire.StopReplicaPartition]] = defaultdict(list)
+        for a in deletes:
+            s = self._entry(a.topic, a.partition)
+            per_broker[a.broker].append(
+                wire.StopReplicaPartition(
+                    topic=a.topic,
+                    partition=a.partition,
+                    delete=True,
+                    leader_epoch=int(s["leaderEpoch"]),
+                )
+            )
+        for b, parts in sorted(per_broker.items()):
+            req = wire.StopReplicaRequest(
+                controller_id=0, controller_epoch=self.pool.controller_epoch, partitions=parts
+            )
+            await self._broker(b, "stop_replica", lambda c, r=req: c.stop_replica(r))
+
+    async def throttle(self, action: Throttle) -> None:
+        cfg = wire.ThrottleConfig(
+            leader_replication_throttled_rate=action.rate,
+            follower_replication_throttled_rate=action.rate,
+            leader_replication_throttled_replicas=[
+                wire.ReplicaRef(topic=t, partition=p) for t, p in sorted(action.leader_replicas)
+            ],
+            follower_replication_throttled_replicas=[
+                wire.ReplicaRef(topic=t, partition=p) for t, p in sorted(action.follower_replicas)
+            ],
+        )
+        await self._broker(action.broker, "set_configs", lambda c: c.set_configs(cfg))
+
+    async def announce(self) -> None:
+        live = sorted(self.ctrl.live())
+        req = wire.UpdateMetadataRequest(
+            controller_id=0,
+            controller_epoch=self.pool.controller_epoch,
+            live_brokers=self.pool.endpoints(self.ns, self.cluster_name, live),
+            partitions=[
+                partition_state.metadata(name, s, topic_id=topic_id_of(t))
+                for name, t in sorted(self.raw.items())
+                for s in (t.get("status") or {}).get("partitions") or []
+            ],
+        )
+        for b in live:
+            await self._broker(b, "update_metadata", lambda c: c.update_metadata(req))
+
+    async def _broker(self, b: int, what: str, call: Any) -> Any:
+        """One request to broker ``b``; a broker that is down or refuses is retried by a later
+        pass (every request here is idempotent). A newer controller stops us."""
+        try:
+            client = await self.pool.client(self.ns, self.cluster_name, b)
+            return await call(client)
+        except StaleControllerEpochError:
+            raise
+        except KafkaError as e:
+            log.warning(
+                "broker request failed",
+                extra={"event": f"{what}_failed", "broker": b, "error": str(e)},
+            )
+            return None

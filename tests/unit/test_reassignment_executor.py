@@ -1,0 +1,322 @@
+"""A PartitionReassignment driven to its end through the step-execution interface
+(``plan.execution.ReassignmentExecutor``) by the handler's own reconcile function, over an
+in-memory adapter: the handler reaches the cluster only through the interface (issue 22, one
+controller code path, two adapters).
+
+The stand-in API server serves the operator's own resources (PartitionReassignments,
+LogDirMoves) and refuses every other, so a pass that read a BrokerCluster or a Topic itself,
+or reached a broker, fails here. Our brokers' adapter (``control.our_brokers``) runs under the
+same handler in the integration tests and e2e/test_reassignment*.py, test_rebalance*.py.
+
+Also here: the table in ``plan.execution``'s docstring, which maps each interface method to the
+Kafka Admin API calls an adapter over Kafka's controller would make, names every method of both
+interfaces and only the Admin API calls issue 22 lists. Whether each such adapter method can
+really be written with those calls is checked by review only: no test can show it before that
+adapter exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import inspect
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from jbod_operator.handlers.reassignments import Outcome, reconcile_reassignment
+from jbod_operator.models import PartitionReassignment
+from jbod_operator.plan import execution
+from jbod_operator.plan.execution import (
+    ClusterSeen,
+    LogDirMoveExecutor,
+    PartitionsSeen,
+    ReassignmentExecutor,
+)
+from jbod_operator.plan.logdirmove import BrokerDirs, Dir
+from jbod_operator.plan.reassignment import (
+    TP,
+    Delete,
+    PartView,
+    PreferDir,
+    Tell,
+    Throttle,
+    TopicView,
+    WritePartition,
+)
+
+NS, CLUSTER, NAME = "kafka", "kip", "to-2-3"
+SIZE = 1000
+
+
+def path(broker: int, name: str) -> str:
+    return f"/data/{broker}/data-{name}"
+
+
+class StepsInMemory:
+    """Four brokers with dirs a and b and the partition state of record, changed by the
+    actions as a controller and its brokers would carry them out; every call recorded."""
+
+    def __init__(self) -> None:
+        self.n = 4
+        self.dir_names = ("a", "b")
+        self.live = set(range(self.n))
+        self.topics: dict[str, TopicView] = {}
+        self.held: dict[int, dict[str, dict[TP, int]]] = {
+            b: {d: {} for d in self.dir_names} for b in range(self.n)
+        }
+        self.preferred: dict[tuple[int, TP], str] = {}
+        self.throttles: dict[int, Throttle] = {}
+        """The last throttle each broker was given."""
+        self.rates_set: set[int] = set()
+        self.calls: list[str] = []
+        self.most_in_step = 0
+
+    def add_topic(self, name: str, assignment: dict[int, tuple[int, ...]]) -> None:
+        parts = {}
+        for p, reps in assignment.items():
+            parts[p] = PartView(
+                topic=name,
+                partition=p,
+                replicas=reps,
+                dirs=tuple(path(b, "a") for b in reps),
+                leader=reps[0],
+                leader_epoch=3,
+                isr=reps,
+                partition_epoch=7,
+            )
+            for b in reps:
+                self.held[b]["a"][(name, p)] = SIZE
+        self.topics[name] = TopicView(f"{name}-res", name, 1, parts)
+
+    def set_part(self, view: PartView) -> None:
+        tv = self.topics[view.topic]
+        self.topics[view.topic] = replace(tv, partitions={**tv.partitions, view.partition: view})
+
+    def where(self, broker: int, key: TP) -> str | None:
+        return next((d for d, held in self.held[broker].items() if key in held), None)
+
+    def catch_up(self) -> None:
+        """The new replicas of the steps in flight copied everything and joined the ISR."""
+        for tv in list(self.topics.values()):
+            for pv in tv.partitions.values():
+                if not pv.adding:
+                    continue
+                for b in pv.adding:
+                    d = self.where(b, pv.key)
+                    if d is not None:
+                        self.held[b][d][pv.key] = SIZE
+                isr = pv.isr + tuple(b for b in pv.adding if b not in pv.isr)
+                self.set_part(replace(pv, isr=isr, partition_epoch=pv.partition_epoch + 1))
+
+    # -- ReassignmentExecutor -----------------------------------------------------------------
+
+    async def cluster(self) -> ClusterSeen | None:
+        self.calls.append("cluster")
+        brokers: dict[int, BrokerDirs | None] = {
+            b: BrokerDirs(
+                b,
+                tuple(
+                    Dir(d, path(b, d), True, False, 10**9, dict(self.held[b][d]))
+                    for d in self.dir_names
+                ),
+            )
+            for b in range(self.n)
+        }
+        return ClusterSeen(self.n, self.dir_names, brokers)
+
+    def serialized(self) -> contextlib.AbstractAsyncContextManager[object]:
+        return contextlib.nullcontext()
+
+    async def liveness(self) -> tuple[frozenset[int], bool]:
+        return frozenset(self.live), True
+
+    async def partitions(self, pr: PartitionReassignment) -> PartitionsSeen:
+        self.calls.append("partitions")
+        topics = {t.topic for t in pr.spec.partitions}
+        return PartitionsSeen({n: tv for n, tv in self.topics.items() if n in topics})
+
+    async def write_partitions(self, writes: Sequence[WritePartition]) -> None:
+        self.calls.append("write_partitions")
+        for w in writes:
+            assert self.topics[w.view.topic].resource == w.topic_resource
+            self.set_part(w.view)
+        in_step = sum(pv.in_step for tv in self.topics.values() for pv in tv.partitions.values())
+        self.most_in_step = max(self.most_in_step, in_step)
+
+    async def prefer_dirs(self, prefer: Sequence[PreferDir]) -> None:
+        self.calls.append("prefer_dirs")
+        for a in prefer:
+            key, name = (a.topic, a.partition), a.log_dir.rsplit("data-", 1)[1]
+            self.preferred[(a.broker, key)] = name
+            here = self.where(a.broker, key)
+            if here is not None and here != name:
+                self.held[a.broker][name][key] = self.held[a.broker][here].pop(key)
+
+    async def tell(self, tells: Sequence[Tell]) -> None:
+        self.calls.append("tell")
+        for a in tells:
+            key = (a.topic, a.partition)
+            for b in a.new:
+                if self.where(b, key) is None:
+                    self.held[b][self.preferred.get((b, key), "a")][key] = 0
+
+    async def delete(self, deletes: Sequence[Delete]) -> None:
+        self.calls.append("delete")
+        for a in deletes:
+            for held in self.held[a.broker].values():
+                held.pop((a.topic, a.partition), None)
+
+    async def throttle(self, action: Throttle) -> None:
+        self.calls.append("throttle")
+        self.throttles[action.broker] = action
+        self.rates_set.add(action.rate)
+
+    async def announce(self) -> None:
+        self.calls.append("announce")
+
+
+class OnlyOwnResources:
+    """The API server as far as the handler may use it: PartitionReassignments and
+    LogDirMoves (whose claims every adapter shares), nothing else."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+        self.status_writes = 0
+
+    def _mine(self, res: Any) -> None:
+        assert res.plural in ("partitionreassignments", "logdirmoves"), (
+            f"the handler read {res.plural} itself"
+        )
+
+    async def get(self, res: Any, ns: str | None, name: str) -> dict[str, Any] | None:
+        self._mine(res)
+        return copy.deepcopy(self.body) if res.plural == "partitionreassignments" else None
+
+    async def list(self, res: Any, ns: str | None = None, **_: Any) -> list[dict[str, Any]]:
+        self._mine(res)
+        return [copy.deepcopy(self.body)] if res.plural == "partitionreassignments" else []
+
+    async def write_status(
+        self, res: Any, ns: str, name: str, before: dict[str, Any], after: dict[str, Any]
+    ) -> None:
+        assert res.plural == "partitionreassignments"
+        if after != before:
+            self.status_writes += 1
+            self.body["status"] = copy.deepcopy(after)
+
+
+def reassignment() -> dict[str, Any]:
+    return {
+        "metadata": {"name": NAME, "namespace": NS, "generation": 1, "uid": "u1"},
+        "spec": {
+            "clusterName": CLUSTER,
+            "partitions": [
+                {"topic": "t", "partition": p, "replicas": [2, 3], "logDirs": ["b", "b"]}
+                for p in (0, 1)
+            ],
+            "maxConcurrentPartitionMovements": 1,
+            "throttleBytesPerSecond": 1_000_000,
+        },
+    }
+
+
+def one_pass(kube: OnlyOwnResources, ex: ReassignmentExecutor) -> Outcome:
+    return asyncio.run(reconcile_reassignment(kube, ex, copy.deepcopy(kube.body)))  # type: ignore[arg-type]
+
+
+ORDER = ["write_partitions", "prefer_dirs", "tell", "delete", "throttle", "announce"]
+"""The act-side methods in the order the handler calls them (``plan.reassignment``)."""
+
+
+def test_a_reassignment_runs_to_its_end_through_the_interface_alone() -> None:
+    cluster = StepsInMemory()
+    cluster.add_topic("t", {0: (0, 1), 1: (0, 1)})
+    kube = OnlyOwnResources(reassignment())
+
+    phases = []
+    for _ in range(40):
+        cluster.calls.clear()
+        out = one_pass(kube, cluster)
+        phases.append(out.status["phase"])
+        acts = [c for c in cluster.calls if c in ORDER]
+        assert acts == sorted(acts, key=ORDER.index), acts
+        if out.status["phase"] == "Succeeded":
+            break
+        cluster.catch_up()
+
+    assert phases[0] == "Running" and phases[-1] == "Succeeded", phases
+    assert cluster.most_in_step == 1  # maxConcurrentPartitionMovements
+    for p in (0, 1):
+        pv = cluster.topics["t"].partitions[p]
+        assert (pv.replicas, pv.leader, pv.adding, pv.removing) == ((2, 3), 2, (), ())
+        assert pv.dirs == (path(2, "b"), path(3, "b"))
+        assert pv.reassigned_by is None
+    for b in (0, 1):
+        assert cluster.where(b, ("t", 0)) is None and cluster.where(b, ("t", 1)) is None
+    for b in (2, 3):
+        assert cluster.where(b, ("t", 0)) == "b" and cluster.where(b, ("t", 1)) == "b"
+    # The throttle was set while moving (on the leader and the new replicas' brokers) and
+    # every one is lifted at the end.
+    assert cluster.rates_set == {1_000_000, 0} and {2, 3} <= set(cluster.throttles)
+    assert all(
+        (t.rate, t.leader_replicas, t.follower_replicas) == (0, frozenset(), frozenset())
+        for t in cluster.throttles.values()
+    )
+
+
+# -- the interfaces against the Admin API table ---------------------------------------------
+
+ADMIN_API = {
+    "DescribeCluster",
+    "Metadata",
+    "DescribeLogDirs",
+    "AlterReplicaLogDirs",
+    "AlterPartitionReassignments",
+    "ListPartitionReassignments",
+    "DescribeConfigs",
+    "IncrementalAlterConfigs",
+    "ElectLeaders",
+}
+"""The Kafka Admin API calls issue 22 lists (DescribeConfigs reads a topic's min ISR)."""
+
+
+def _table(protocol: type) -> dict[str, str]:
+    """The rows of the docstring table for ``protocol``: method → Kafka column."""
+    doc = execution.__doc__ or ""
+    section = doc.split(f"(:class:`{protocol.__name__}`):", 1)[1]
+    block = section.split("\n\n", 2)[1]
+    rows: dict[str, str] = {}
+    current = ""
+    for line in block.splitlines():
+        if line.startswith("=") or not line.strip():
+            continue
+        names, kafka = line[:27].strip(), line[63:].strip()
+        if names and names != "method":
+            current = names
+            rows[current] = ""
+        if current:
+            rows[current] += " " + kafka
+    return rows
+
+
+@pytest.mark.parametrize("protocol", [LogDirMoveExecutor, ReassignmentExecutor])
+def test_the_admin_api_table_names_every_method_and_only_the_listed_calls(
+    protocol: type,
+) -> None:
+    rows = _table(protocol)
+    methods = {
+        name
+        for name, _ in inspect.getmembers(protocol, inspect.isfunction)
+        if not name.startswith("_")
+    }
+    named = {m.strip() for row in rows for m in row.split("/")}
+    assert named == methods
+    for row, kafka in rows.items():
+        calls = set(re.findall(r"\b(?:[A-Z][a-z]+){2,}\b|\bMetadata\b", kafka))
+        assert calls <= ADMIN_API, (row, calls - ADMIN_API)
+        assert calls or "none" in kafka or "no long poll" in kafka or "lock" in kafka, row
