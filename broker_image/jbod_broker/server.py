@@ -57,7 +57,7 @@ from .request_memory import RequestMemoryPool, Reservation
 from .storage.handles import FileHandles, raise_open_file_limit
 from .storage.log_manager import LogManager, StartupReport
 from .storage.names import TopicPartition, validate_partition, validate_topic
-from .throttle import AsyncThrottle
+from .throttle import LeaderThrottle
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=wire.Model)
@@ -114,8 +114,7 @@ class Broker:
         self.halted: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.leader_throttle_replicas: set[TopicPartition] = set()
-        self.leader_throttle = AsyncThrottle(config.leader_replication_throttled_rate)
+        self.leader_throttle = LeaderThrottle(config.leader_replication_throttled_rate)
         self.kafka: KafkaListener | None = (
             KafkaListener(self) if config.kafka_listeners is not None else None
         )
@@ -590,7 +589,7 @@ def current_configs(b: Broker) -> wire.ThrottleConfig:
         intra_broker_throttled_rate=b.moves.rate,
         leader_replication_throttled_rate=b.leader_throttle.rate,
         follower_replication_throttled_rate=b.fetchers.throttle.rate,
-        leader_replication_throttled_replicas=refs(b.leader_throttle_replicas),
+        leader_replication_throttled_replicas=refs(b.leader_throttle.replicas),
         follower_replication_throttled_replicas=refs(b.fetchers.throttled_replicas),
     )
 
@@ -602,11 +601,11 @@ async def configs(request: web.Request) -> web.Response:
         if req.intra_broker_throttled_rate is not None:
             b.moves.set_rate(req.intra_broker_throttled_rate)
         if req.leader_replication_throttled_rate is not None:
-            b.leader_throttle.set_rate(req.leader_replication_throttled_rate)
+            b.leader_throttle.bucket.set_rate(req.leader_replication_throttled_rate)
         if req.follower_replication_throttled_rate is not None:
             b.fetchers.throttle.set_rate(req.follower_replication_throttled_rate)
         if req.leader_replication_throttled_replicas is not None:
-            b.leader_throttle_replicas = {
+            b.leader_throttle.replicas = {
                 TopicPartition(r.topic, r.partition)
                 for r in req.leader_replication_throttled_replicas
             }
@@ -716,10 +715,26 @@ async def replica_fetch(request: web.Request) -> web.Response:
             # A follower outside the ISR of a leader-throttled partition is a new replica of a
             # reassignment catching up: throttled (Kafka never throttles in-sync followers)
             # and counted as reassignment traffic.
-            moving = tp in b.leader_throttle_replicas and not _in_isr(b, tp, req.replica_id)
-            throttled = moving and b.leader_throttle.exceeded()
+            moving = b.leader_throttle.reassignment(tp, b.replicas.in_isr(tp, req.replica_id))
+            throttled = b.leader_throttle.holds_back(moving)
             try:
-                hdr, data = b.replicas.fetch_for_follower(req.replica_id, fp, throttled)
+                res = b.replicas.fetch_for_follower(
+                    req.replica_id,
+                    tp,
+                    fp.fetch_offset,
+                    fp.current_leader_epoch,
+                    fp.max_bytes,
+                    throttled,
+                )
+                data = res.data
+                hdr = wire.FetchPartitionHeader(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    high_watermark=res.high_watermark,
+                    log_start_offset=res.log_start_offset,
+                    log_end_offset=res.log_end_offset,
+                    records_size=len(data),
+                )
             except KafkaError as e:
                 lg = b.logs.get_log(tp)
                 hdr = wire.FetchPartitionHeader(
@@ -731,11 +746,7 @@ async def replica_fetch(request: web.Request) -> web.Response:
                     log_end_offset=lg.log_end_offset if lg else -1,
                 )
                 data = b""
-            if tp in b.leader_throttle_replicas and data:
-                b.leader_throttle.record(len(data))
-                b.fetchers.traffic.leader_throttled_bytes += len(data)
-                if moving:
-                    b.fetchers.traffic.reassignment_bytes_out += len(data)
+            b.leader_throttle.served(tp, moving, len(data), b.fetchers.traffic)
             parts.append((hdr, data))
             total += len(data)
             if total >= req.max_bytes:
@@ -745,25 +756,28 @@ async def replica_fetch(request: web.Request) -> web.Response:
             return web.Response(
                 body=encode_fetch_response(parts), content_type="application/octet-stream"
             )
-        waits = [b.replicas.partition_for_wait(fp) for fp in req.partitions]
-        futs = [asyncio.ensure_future(p.wait(remaining)) for p in waits if p is not None]
-        if not futs:
-            await asyncio.sleep(remaining)
-            continue
-        _, pending = await asyncio.wait(futs, return_when=asyncio.FIRST_COMPLETED)
-        for f in pending:
-            f.cancel()
-
-
-def _in_isr(b: Broker, tp: TopicPartition, replica_id: int) -> bool:
-    p = b.replicas.partitions.get(tp)
-    return p is not None and replica_id in p.isr
+        await b.replicas.wait_for_any(
+            [TopicPartition(fp.topic, fp.partition) for fp in req.partitions], remaining
+        )
 
 
 async def epoch_end_offsets(request: web.Request) -> web.Response:
     b = request.app[BROKER]
     reqs = await parse_json(request, EPOCH_END_OFFSETS.validate_json, "epoch-end-offsets request")
-    out = [b.replicas.epoch_end_offset(r).model_dump() for r in reqs]
+    out = []
+    for r in reqs:
+        try:
+            epoch, end = b.replicas.epoch_end_offset(
+                TopicPartition(r.topic, r.partition), r.current_leader_epoch, r.leader_epoch
+            )
+            res = wire.EpochEndOffsetResponse(
+                topic=r.topic, partition=r.partition, leader_epoch=epoch, end_offset=end
+            )
+        except KafkaError as e:
+            res = wire.EpochEndOffsetResponse(
+                topic=r.topic, partition=r.partition, error=e.kafka_error
+            )
+        out.append(res.model_dump())
     return web.json_response(out)
 
 

@@ -75,16 +75,7 @@ def lai(
 
 
 def follower_fetch(rm: ReplicaManager, replica: int, offset: int, epoch: int = 0) -> None:
-    rm.fetch_for_follower(
-        replica,
-        wire.FetchPartition(
-            topic=TP.topic,
-            partition=TP.partition,
-            fetch_offset=offset,
-            current_leader_epoch=epoch,
-        ),
-        throttled=False,
-    )
+    rm.fetch_for_follower(replica, TP, offset, epoch, 1 << 20, throttled=False)
 
 
 def rec(n: int = 1) -> bytes:
