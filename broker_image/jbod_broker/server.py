@@ -100,7 +100,7 @@ class Broker:
             handles=FileHandles(self.open_files.log_handles),
         )
         self.replicas = ReplicaManager(config, self.logs)
-        self.fetchers = FetcherManager(self.replicas, self.token)
+        self.fetchers = FetcherManager(self.replicas)
         self.moves = MoveService(self.logs, config)
         self.request_memory = RequestMemoryPool(config.queued_max_request_bytes)
         self.body_timeouts = 0

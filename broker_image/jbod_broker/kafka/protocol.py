@@ -124,6 +124,11 @@ def _read(
     return value, used
 
 
+def request_module(api_key: int, version: int) -> ModuleType:
+    """kio's module of the request entities (the request and its nested types)."""
+    return sys.modules[load_request_schema(api_key, version).__module__]
+
+
 def response_module(api_key: int, version: int) -> ModuleType:
     """kio's module of the response entities (the response and its nested types)."""
     return sys.modules[load_response_schema(api_key, version).__module__]
