@@ -5,7 +5,6 @@ Layout of the API (all JSON bodies are ``jbod_broker.wire`` models):
     GET  /healthz /readyz /metrics                      open
     POST /v1/admin/...         log dirs, moves, configs  bearer token
     POST /v1/controller/...    LeaderAndIsr, StopReplica, UpdateMetadata   bearer token
-    POST /v1/replica/...       follower fetch, epoch end offsets           bearer token
     *    /v1/data/...          produce, fetch, list offsets, metadata      bearer token, unless
                                                                        data.auth.required=false
     GET  /openapi.json         the JSON API, generated from the wire models
@@ -29,14 +28,13 @@ import re
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from . import wire
-from .client import encode_fetch_response
 from .config import BrokerConfig
 from .controller_channel import ControllerChannel
 from .errors import (
@@ -272,11 +270,6 @@ def error_response(err: KafkaError) -> web.Response:
 
 async def parse(request: web.Request, model: type[M]) -> M:
     return await parse_json(request, model.model_validate_json, model.__name__)
-
-
-EPOCH_END_OFFSETS = TypeAdapter(
-    Annotated[list[wire.EpochEndOffsetRequest], Field(max_length=wire.MAX_LIST)]
-)
 
 
 async def parse_json(
@@ -703,84 +696,6 @@ async def metadata(request: web.Request) -> web.Response:
     return respond(request.app[BROKER].replicas.metadata_response())
 
 
-async def replica_fetch(request: web.Request) -> web.Response:
-    b = request.app[BROKER]
-    req = await parse(request, wire.ReplicaFetchRequest)
-    deadline = time.monotonic() + req.max_wait_ms / 1000
-    while True:
-        parts: list[tuple[wire.FetchPartitionHeader, bytes]] = []
-        total = 0
-        for fp in req.partitions:
-            tp = TopicPartition(fp.topic, fp.partition)
-            # A follower outside the ISR of a leader-throttled partition is a new replica of a
-            # reassignment catching up: throttled (Kafka never throttles in-sync followers)
-            # and counted as reassignment traffic.
-            moving = b.leader_throttle.reassignment(tp, b.replicas.in_isr(tp, req.replica_id))
-            throttled = b.leader_throttle.holds_back(moving)
-            try:
-                res = b.replicas.fetch_for_follower(
-                    req.replica_id,
-                    tp,
-                    fp.fetch_offset,
-                    fp.current_leader_epoch,
-                    fp.max_bytes,
-                    throttled,
-                )
-                data = res.data
-                hdr = wire.FetchPartitionHeader(
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    high_watermark=res.high_watermark,
-                    log_start_offset=res.log_start_offset,
-                    log_end_offset=res.log_end_offset,
-                    records_size=len(data),
-                )
-            except KafkaError as e:
-                lg = b.logs.get_log(tp)
-                hdr = wire.FetchPartitionHeader(
-                    topic=fp.topic,
-                    partition=fp.partition,
-                    error=e.kafka_error,
-                    message=str(e),
-                    log_start_offset=lg.log_start_offset if lg else -1,
-                    log_end_offset=lg.log_end_offset if lg else -1,
-                )
-                data = b""
-            b.leader_throttle.served(tp, moving, len(data), b.fetchers.traffic)
-            parts.append((hdr, data))
-            total += len(data)
-            if total >= req.max_bytes:
-                break
-        remaining = deadline - time.monotonic()
-        if total >= req.min_bytes or remaining <= 0 or any(h.error for h, _ in parts):
-            return web.Response(
-                body=encode_fetch_response(parts), content_type="application/octet-stream"
-            )
-        await b.replicas.wait_for_any(
-            [TopicPartition(fp.topic, fp.partition) for fp in req.partitions], remaining
-        )
-
-
-async def epoch_end_offsets(request: web.Request) -> web.Response:
-    b = request.app[BROKER]
-    reqs = await parse_json(request, EPOCH_END_OFFSETS.validate_json, "epoch-end-offsets request")
-    out = []
-    for r in reqs:
-        try:
-            epoch, end = b.replicas.epoch_end_offset(
-                TopicPartition(r.topic, r.partition), r.current_leader_epoch, r.leader_epoch
-            )
-            res = wire.EpochEndOffsetResponse(
-                topic=r.topic, partition=r.partition, leader_epoch=epoch, end_offset=end
-            )
-        except KafkaError as e:
-            res = wire.EpochEndOffsetResponse(
-                topic=r.topic, partition=r.partition, error=e.kafka_error
-            )
-        out.append(res.model_dump())
-    return web.json_response(out)
-
-
 JSON_ROUTES: list[tuple[str, type[wire.Model], Handler]] = [
     ("/v1/admin/describe-log-dirs", wire.DescribeLogDirsRequest, describe_log_dirs),
     ("/v1/admin/alter-replica-log-dirs", wire.AlterReplicaLogDirsRequest, alter_replica_log_dirs),
@@ -794,7 +709,6 @@ JSON_ROUTES: list[tuple[str, type[wire.Model], Handler]] = [
     ("/v1/controller/leader-and-isr", wire.LeaderAndIsrRequest, leader_and_isr),
     ("/v1/controller/stop-replica", wire.StopReplicaRequest, stop_replica),
     ("/v1/controller/update-metadata", wire.UpdateMetadataRequest, update_metadata),
-    ("/v1/replica/fetch", wire.ReplicaFetchRequest, replica_fetch),
 ]
 
 
@@ -862,7 +776,6 @@ def make_app(broker: Broker) -> web.Application:
     for path, _model, handler in JSON_ROUTES:
         r.add_post(path, handler)
     r.add_get("/v1/admin/configs", configs)
-    r.add_post("/v1/replica/epoch-end-offsets", epoch_end_offsets)
     r.add_post("/v1/data/produce", produce)
     r.add_get("/v1/data/fetch", fetch)
     r.add_get("/v1/data/list-offsets", list_offsets)
