@@ -52,7 +52,7 @@ from .storage.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
 )
-from .storage.log import AppendInfo, Log, ReadResult
+from .storage.log import EMPTY_SLICE, AppendInfo, Log, ReadResult, SliceResult
 from .storage.log_manager import LogManager
 from .storage.names import TopicPartition
 from .storage.topic_configs import MIN_INSYNC_REPLICAS
@@ -541,12 +541,14 @@ class ReplicaManager:
         current_leader_epoch: int,
         max_bytes: int,
         throttled: bool,
-    ) -> ReadResult:
+    ) -> SliceResult:
         """A follower's read: the leader's log from ``fetch_offset`` up to its end (not the
         high watermark), after the follower's state is updated from the offset it asked for
         (its log end): the caught-up clock, ISR expansion, the high watermark. A throttled
         read (the leader throttle of a reassignment, decided by the caller) updates the state
-        and returns no data, as Kafka's leader answers a throttled replica over its quota."""
+        and returns no data, as Kafka's leader answers a throttled replica over its quota.
+        The records are a range of a segment file (``Log.read_slice``) for the Fetch handler
+        to send without reading them; the caller closes it."""
         p = self.leader_partition(tp)
         self.check_leader_epoch(p, current_leader_epoch)
         if replica_id not in p.replicas or replica_id == self.broker_id:
@@ -559,11 +561,11 @@ class ReplicaManager:
                 f"[{lg.log_start_offset}, {leo}]"
             )
         self._update_follower(p, lg, replica_id, fetch_offset, leo)
-        data = b""
-        if not throttled:
-            data = lg.read(fetch_offset, max_bytes).data
-        self.bytes_out += len(data)
-        return ReadResult(data, lg.log_start_offset, leo, lg.high_watermark)
+        if throttled:
+            return SliceResult(EMPTY_SLICE, lg.log_start_offset, leo, lg.high_watermark)
+        res = lg.read_slice(fetch_offset, max_bytes)
+        self.bytes_out += res.records.size
+        return res
 
     def in_isr(self, tp: TopicPartition, replica_id: int) -> bool:
         p = self.partitions.get(tp)

@@ -76,7 +76,7 @@ def lai(
 
 
 def follower_fetch(rm: ReplicaManager, replica: int, offset: int, epoch: int = 0) -> None:
-    rm.fetch_for_follower(replica, TP, offset, epoch, 1 << 20, throttled=False)
+    rm.fetch_for_follower(replica, TP, offset, epoch, 1 << 20, throttled=False).records.close()
 
 
 def rec(n: int = 1) -> bytes:

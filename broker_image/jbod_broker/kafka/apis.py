@@ -23,7 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from .. import wire
 from ..errors import KafkaError
-from ..storage.log import ReadResult
+from ..storage.log import FileSlice, ReadResult, SliceResult
 from ..storage.names import TopicPartition, parse_topic_id, validate_topic
 from . import protocol
 from .errors import error_code
@@ -249,12 +249,13 @@ async def fetch(b: Broker, req: Request) -> Any:
     A consumer reads each partition through the replica manager up to the high watermark; a
     follower reads up to the log end, and its fetch offset updates its state on the leader
     (ISR, high watermark) with the leader throttle of a reassignment applied
-    (:class:`..throttle.LeaderThrottle`). Either within its ``partition_max_bytes`` and the
-    response's ``max_bytes`` (the first batch always whole, KIP-74), long-polling until
-    ``min_bytes`` arrived or ``max_wait`` passed. Incremental fetch sessions (KIP-227) are
-    declined the way Kafka allows: every response carries session ID 0, so the client sends
-    full fetches; an incremental fetch of a session never granted is
-    FETCH_SESSION_ID_NOT_FOUND. No transactions exist, so read_committed reads what
+    (:class:`..throttle.LeaderThrottle`); its records are ranges of segment files
+    (``Log.read_slice``) that the listener sends from the file (zero-copy). Either within its
+    ``partition_max_bytes`` and the response's ``max_bytes`` (the first batch always whole,
+    KIP-74), long-polling until ``min_bytes`` arrived or ``max_wait`` passed. Incremental
+    fetch sessions (KIP-227) are declined the way Kafka allows: every response carries session
+    ID 0, so the client sends full fetches; an incremental fetch of a session never granted
+    is FETCH_SESSION_ID_NOT_FOUND. No transactions exist, so read_committed reads what
     read_uncommitted does (the last stable offset is the high watermark)."""
     body = req.body
     m = response_module(protocol.FETCH, req.version)
@@ -292,6 +293,7 @@ async def fetch(b: Broker, req: Request) -> Any:
         for r in results:
             data = r["records"]
             if total and total + len(data) > max_bytes:
+                _close_slices([r])
                 data = b""
             total += len(data)
             trimmed.append({**r, "records": data})
@@ -299,6 +301,7 @@ async def fetch(b: Broker, req: Request) -> Any:
         errors = any(r["error_code"] != ErrorCode.none for r in trimmed)
         if total >= min_bytes or remaining <= 0 or errors:
             break
+        _close_slices(trimmed)
         await b.replicas.wait_for_any(tps, remaining)
     if replica_id >= 0:
         for tp, r in zip(tps, trimmed, strict=True):
@@ -367,15 +370,23 @@ def _follower_fetch_one(
     return {**_fetched(p, res), _REASSIGNMENT: reassignment}
 
 
-def _fetched(p: Any, res: ReadResult) -> dict[str, Any]:
+def _fetched(p: Any, res: ReadResult | SliceResult) -> dict[str, Any]:
     return {
         "partition_index": p.partition,
         "error_code": ErrorCode.none,
         "high_watermark": res.high_watermark,
         "last_stable_offset": res.high_watermark,
         "log_start_offset": res.log_start_offset,
-        "records": res.data,
+        "records": res.data if isinstance(res, ReadResult) else res.records,
     }
+
+
+def _close_slices(results: list[dict[str, Any]]) -> None:
+    """Give back the descriptors of file ranges that will not be sent (a follower's records
+    dropped by the response's ``max_bytes``, or read before a long poll that reads again)."""
+    for r in results:
+        if isinstance(r["records"], FileSlice):
+            r["records"].close()
 
 
 def _fetch_error(b: Broker, tp: TopicPartition, p: Any, e: KafkaError) -> dict[str, Any]:

@@ -144,6 +144,42 @@ def make(entity_type: type[T], **fields: Any) -> T:
     return entity_type(**{k: v for k, v in fields.items() if k in names})
 
 
+class _Pieces:
+    """A codec's output buffer that keeps spliced values apart: bytes written are collected,
+    anything else a field holds in place of bytes (a ``storage.log.FileSlice`` of records) is
+    kept as a piece of its own, after the length prefix the codec wrote from its ``len()``."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray(SIZE.size)  # the frame's size, filled in by :meth:`frame`
+        self.pieces: list[Any] = [self._buf]
+
+    def write(self, value: Any) -> int:
+        if isinstance(value, bytes | bytearray | memoryview):
+            self._buf += value
+        else:
+            self.pieces.append(value)
+            self._buf = bytearray()
+            self.pieces.append(self._buf)
+        return len(value)
+
+    def frame(self) -> list[Any]:
+        SIZE.pack_into(self.pieces[0], 0, sum(len(p) for p in self.pieces) - SIZE.size)
+        return [p for p in self.pieces if len(p)]
+
+
+def encode_response_pieces(correlation_id: int, response: Any) -> list[Any]:
+    """The whole frame as :func:`encode_response` makes it, but with every records field that
+    holds a file range instead of bytes left as that range, between the bytes around it: the
+    listener sends the bytes and has the kernel send the ranges from their files. kio writes
+    each range's length prefix from its ``len()``, as it would for bytes."""
+    header_type: type[Any] = response.__header_schema__
+    out = _Pieces()
+    buffer: Any = out  # kio writes to anything with ``write``
+    entity_writer(header_type)(buffer, header_type(correlation_id=i32(correlation_id)))
+    entity_writer(type(response))(buffer, response)
+    return out.frame()
+
+
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """The whole frame: size, the response header its definition names, the body."""
     header_type: type[Any] = response.__header_schema__
