@@ -18,6 +18,7 @@ Thread-safety: constant tables and pure functions.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import struct
 import sys
@@ -140,8 +141,14 @@ T = TypeVar("T")
 def make(entity_type: type[T], **fields: Any) -> T:
     """An entity of one version from the fields it has: a handler names every field any
     version it serves may need, and each version takes those its definition holds."""
-    names = {f.name for f in dataclasses.fields(entity_type)}  # type: ignore[arg-type]
+    names = _field_names(entity_type)  # type: ignore[arg-type]  # a class is hashable
     return entity_type(**{k: v for k, v in fields.items() if k in names})
+
+
+@functools.cache
+def _field_names(entity_type: type[Any]) -> frozenset[str]:
+    """Once per entity type: a follower builds a Fetch on every round."""
+    return frozenset(f.name for f in dataclasses.fields(entity_type))
 
 
 class _Pieces:
