@@ -1,6 +1,6 @@
 """Typed async client of the broker API, built on the same wire models as the server.
 
-Used by follower fetchers, the operator, the CLI and the tests. Errors come back as the same
+Used by the operator, the CLI and the tests. Errors come back as the same
 exception classes the broker raised (rebuilt from the Kafka error name in the body), so callers
 handle ``NotLeaderOrFollowerError`` and friends whatever side of the wire they are on.
 """
@@ -8,8 +8,6 @@ handle ``NotLeaderOrFollowerError`` and friends whatever side of the wire they a
 from __future__ import annotations
 
 import io
-import json
-import struct
 from types import TracebackType
 from typing import TypeVar
 
@@ -19,44 +17,18 @@ from . import wire
 from .errors import KafkaError, error_by_name
 
 M = TypeVar("M", bound=wire.Model)
-_LEN = struct.Struct(">I")
 _STREAM_BODY = 256 * 1024
 """Bodies above this go to aiohttp as a stream (it warns about, and blocks on, big raw bytes)."""
 
 ADMIN = "/v1/admin"
 CONTROLLER = "/v1/controller"
 DATA = "/v1/data"
-REPLICA = "/v1/replica"
 
 
 class BrokerUnavailableError(KafkaError):
     """The broker could not be reached at all (connection refused, timeout)."""
 
     kafka_error = "BROKER_NOT_AVAILABLE"
-
-
-def encode_fetch_response(parts: list[tuple[wire.FetchPartitionHeader, bytes]]) -> bytes:
-    """Framing of a replica fetch: per partition, a length-prefixed JSON header, then records."""
-    out = bytearray()
-    for hdr, data in parts:
-        h = hdr.model_dump_json().encode()
-        out += _LEN.pack(len(h)) + h + data
-    return bytes(out)
-
-
-def decode_fetch_response(body: bytes) -> list[tuple[wire.FetchPartitionHeader, bytes]]:
-    out = []
-    pos = 0
-    view = memoryview(body)
-    while pos < len(body):
-        (n,) = _LEN.unpack_from(body, pos)
-        pos += 4
-        hdr = wire.FetchPartitionHeader.model_validate_json(bytes(view[pos : pos + n]))
-        pos += n
-        data = bytes(view[pos : pos + hdr.records_size])
-        pos += hdr.records_size
-        out.append((hdr, data))
-    return out
 
 
 class BrokerClient:
@@ -234,29 +206,6 @@ class BrokerClient:
             body=req.model_dump_json().encode(),
             content_type="application/json",
         )
-
-    # -- replication ----------------------------------------------------------------------
-
-    async def replica_fetch(
-        self, req: wire.ReplicaFetchRequest
-    ) -> list[tuple[wire.FetchPartitionHeader, bytes]]:
-        _, data, _ = await self._request(
-            "POST",
-            REPLICA + "/fetch",
-            body=req.model_dump_json().encode(),
-            content_type="application/json",
-            timeout_s=req.max_wait_ms / 1000 + 30,
-        )
-        return decode_fetch_response(data)
-
-    async def epoch_end_offsets(
-        self, reqs: list[wire.EpochEndOffsetRequest]
-    ) -> list[wire.EpochEndOffsetResponse]:
-        body = json.dumps([r.model_dump() for r in reqs]).encode()
-        _, data, _ = await self._request(
-            "POST", REPLICA + "/epoch-end-offsets", body=body, content_type="application/json"
-        )
-        return [wire.EpochEndOffsetResponse.model_validate(x) for x in json.loads(data)]
 
     # -- data -----------------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ from .storage.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
 )
-from .storage.log import AppendInfo, Log, ReadResult
+from .storage.log import EMPTY_SLICE, AppendInfo, Log, ReadResult, SliceResult
 from .storage.log_manager import LogManager
 from .storage.names import TopicPartition
 from .storage.topic_configs import MIN_INSYNC_REPLICAS
@@ -534,38 +534,42 @@ class ReplicaManager:
                 f.cancel()
 
     def fetch_for_follower(
-        self, replica_id: int, fp: wire.FetchPartition, throttled: bool
-    ) -> tuple[wire.FetchPartitionHeader, bytes]:
-        tp = TopicPartition(fp.topic, fp.partition)
+        self,
+        replica_id: int,
+        tp: TopicPartition,
+        fetch_offset: int,
+        current_leader_epoch: int,
+        max_bytes: int,
+        throttled: bool,
+    ) -> SliceResult:
+        """A follower's read: the leader's log from ``fetch_offset`` up to its end (not the
+        high watermark), after the follower's state is updated from the offset it asked for
+        (its log end): the caught-up clock, ISR expansion, the high watermark. A throttled
+        read (the leader throttle of a reassignment, decided by the caller) updates the state
+        and returns no data, as Kafka's leader answers a throttled replica over its quota.
+        The records are a range of a segment file (``Log.read_slice``) for the Fetch handler
+        to send without reading them; the caller closes it."""
         p = self.leader_partition(tp)
-        self.check_leader_epoch(p, fp.current_leader_epoch)
+        self.check_leader_epoch(p, current_leader_epoch)
         if replica_id not in p.replicas or replica_id == self.broker_id:
             raise NotLeaderOrFollowerError(f"broker {replica_id} is not a follower of {tp}")
         lg = self.log_of(p)
         leo = lg.log_end_offset
-        if fp.fetch_offset > leo or fp.fetch_offset < lg.log_start_offset:
+        if fetch_offset > leo or fetch_offset < lg.log_start_offset:
             raise OffsetOutOfRangeError(
-                f"{tp}: follower {replica_id} fetch offset {fp.fetch_offset} is outside "
+                f"{tp}: follower {replica_id} fetch offset {fetch_offset} is outside "
                 f"[{lg.log_start_offset}, {leo}]"
             )
-        self._update_follower(p, lg, replica_id, fp.fetch_offset, leo)
-        data = b""
-        if not throttled:
-            data = lg.read(fp.fetch_offset, fp.max_bytes).data
-        self.bytes_out += len(data)
-        hdr = wire.FetchPartitionHeader(
-            topic=tp.topic,
-            partition=tp.partition,
-            high_watermark=lg.high_watermark,
-            log_start_offset=lg.log_start_offset,
-            log_end_offset=leo,
-            leader_epoch=p.leader_epoch,
-            records_size=len(data),
-        )
-        return hdr, data
+        self._update_follower(p, lg, replica_id, fetch_offset, leo)
+        if throttled:
+            return SliceResult(EMPTY_SLICE, lg.log_start_offset, leo, lg.high_watermark)
+        res = lg.read_slice(fetch_offset, max_bytes)
+        self.bytes_out += res.records.size
+        return res
 
-    def partition_for_wait(self, fp: wire.FetchPartition) -> Partition | None:
-        return self.partitions.get(TopicPartition(fp.topic, fp.partition))
+    def in_isr(self, tp: TopicPartition, replica_id: int) -> bool:
+        p = self.partitions.get(tp)
+        return p is not None and replica_id in p.isr
 
     def _update_follower(
         self, p: Partition, lg: Log, replica_id: int, fetch_offset: int, leader_leo: int
@@ -699,21 +703,17 @@ class ReplicaManager:
             return None
         return p
 
-    def epoch_end_offset(self, req: wire.EpochEndOffsetRequest) -> wire.EpochEndOffsetResponse:
-        """OffsetsForLeaderEpoch, answered by the leader for a follower about to truncate."""
-        tp = TopicPartition(req.topic, req.partition)
-        try:
-            p = self.leader_partition(tp)
-            self.check_leader_epoch(p, req.current_leader_epoch)
-            lg = self.log_of(p)
-            epoch, end = lg.epochs.end_offset_for(req.leader_epoch, lg.log_end_offset)
-            return wire.EpochEndOffsetResponse(
-                topic=req.topic, partition=req.partition, leader_epoch=epoch, end_offset=end
-            )
-        except KafkaError as e:
-            return wire.EpochEndOffsetResponse(
-                topic=req.topic, partition=req.partition, error=e.kafka_error
-            )
+    def epoch_end_offset(
+        self, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch (KIP-101, KIP-320): ``(epoch, end offset)`` of the largest
+        epoch at most ``leader_epoch`` in the leader's log, ``(-1, -1)`` if it knows none.
+        Answered by the leader only, for a follower about to truncate and for a consumer
+        alike (as Kafka's ``lastOffsetForLeaderEpoch`` answers both)."""
+        p = self.leader_partition(tp)
+        self.check_leader_epoch(p, current_leader_epoch)
+        lg = self.log_of(p)
+        return lg.epochs.end_offset_for(leader_epoch, lg.log_end_offset)
 
 
 # Requests grouped into one write stay within what one fetch returns (1 MiB by default) and,

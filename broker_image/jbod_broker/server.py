@@ -5,7 +5,6 @@ Layout of the API (all JSON bodies are ``jbod_broker.wire`` models):
     GET  /healthz /readyz /metrics                      open
     POST /v1/admin/...         log dirs, moves, configs  bearer token
     POST /v1/controller/...    LeaderAndIsr, StopReplica, UpdateMetadata   bearer token
-    POST /v1/replica/...       follower fetch, epoch end offsets           bearer token
     *    /v1/data/...          produce, fetch, list offsets, metadata      bearer token, unless
                                                                        data.auth.required=false
     GET  /openapi.json         the JSON API, generated from the wire models
@@ -29,14 +28,13 @@ import re
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from . import wire
-from .client import encode_fetch_response
 from .config import BrokerConfig
 from .controller_channel import ControllerChannel
 from .errors import (
@@ -57,7 +55,7 @@ from .request_memory import RequestMemoryPool, Reservation
 from .storage.handles import FileHandles, raise_open_file_limit
 from .storage.log_manager import LogManager, StartupReport
 from .storage.names import TopicPartition, validate_partition, validate_topic
-from .throttle import AsyncThrottle
+from .throttle import LeaderThrottle
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=wire.Model)
@@ -101,7 +99,7 @@ class Broker:
             handles=FileHandles(self.open_files.log_handles),
         )
         self.replicas = ReplicaManager(config, self.logs)
-        self.fetchers = FetcherManager(self.replicas, self.token)
+        self.fetchers = FetcherManager(self.replicas)
         self.moves = MoveService(self.logs, config)
         self.request_memory = RequestMemoryPool(config.queued_max_request_bytes)
         self.body_timeouts = 0
@@ -115,8 +113,7 @@ class Broker:
         self.halted: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.leader_throttle_replicas: set[TopicPartition] = set()
-        self.leader_throttle = AsyncThrottle(config.leader_replication_throttled_rate)
+        self.leader_throttle = LeaderThrottle(config.leader_replication_throttled_rate)
         self.kafka: KafkaListener | None = (
             KafkaListener(self) if config.kafka_listeners is not None else None
         )
@@ -274,11 +271,6 @@ def error_response(err: KafkaError) -> web.Response:
 
 async def parse(request: web.Request, model: type[M]) -> M:
     return await parse_json(request, model.model_validate_json, model.__name__)
-
-
-EPOCH_END_OFFSETS = TypeAdapter(
-    Annotated[list[wire.EpochEndOffsetRequest], Field(max_length=wire.MAX_LIST)]
-)
 
 
 async def parse_json(
@@ -591,7 +583,7 @@ def current_configs(b: Broker) -> wire.ThrottleConfig:
         intra_broker_throttled_rate=b.moves.rate,
         leader_replication_throttled_rate=b.leader_throttle.rate,
         follower_replication_throttled_rate=b.fetchers.throttle.rate,
-        leader_replication_throttled_replicas=refs(b.leader_throttle_replicas),
+        leader_replication_throttled_replicas=refs(b.leader_throttle.replicas),
         follower_replication_throttled_replicas=refs(b.fetchers.throttled_replicas),
     )
 
@@ -603,11 +595,11 @@ async def configs(request: web.Request) -> web.Response:
         if req.intra_broker_throttled_rate is not None:
             b.moves.set_rate(req.intra_broker_throttled_rate)
         if req.leader_replication_throttled_rate is not None:
-            b.leader_throttle.set_rate(req.leader_replication_throttled_rate)
+            b.leader_throttle.bucket.set_rate(req.leader_replication_throttled_rate)
         if req.follower_replication_throttled_rate is not None:
             b.fetchers.throttle.set_rate(req.follower_replication_throttled_rate)
         if req.leader_replication_throttled_replicas is not None:
-            b.leader_throttle_replicas = {
+            b.leader_throttle.replicas = {
                 TopicPartition(r.topic, r.partition)
                 for r in req.leader_replication_throttled_replicas
             }
@@ -705,69 +697,6 @@ async def metadata(request: web.Request) -> web.Response:
     return respond(request.app[BROKER].replicas.metadata_response())
 
 
-async def replica_fetch(request: web.Request) -> web.Response:
-    b = request.app[BROKER]
-    req = await parse(request, wire.ReplicaFetchRequest)
-    deadline = time.monotonic() + req.max_wait_ms / 1000
-    while True:
-        parts: list[tuple[wire.FetchPartitionHeader, bytes]] = []
-        total = 0
-        for fp in req.partitions:
-            tp = TopicPartition(fp.topic, fp.partition)
-            # A follower outside the ISR of a leader-throttled partition is a new replica of a
-            # reassignment catching up: throttled (Kafka never throttles in-sync followers)
-            # and counted as reassignment traffic.
-            moving = tp in b.leader_throttle_replicas and not _in_isr(b, tp, req.replica_id)
-            throttled = moving and b.leader_throttle.exceeded()
-            try:
-                hdr, data = b.replicas.fetch_for_follower(req.replica_id, fp, throttled)
-            except KafkaError as e:
-                lg = b.logs.get_log(tp)
-                hdr = wire.FetchPartitionHeader(
-                    topic=fp.topic,
-                    partition=fp.partition,
-                    error=e.kafka_error,
-                    message=str(e),
-                    log_start_offset=lg.log_start_offset if lg else -1,
-                    log_end_offset=lg.log_end_offset if lg else -1,
-                )
-                data = b""
-            if tp in b.leader_throttle_replicas and data:
-                b.leader_throttle.record(len(data))
-                b.fetchers.traffic.leader_throttled_bytes += len(data)
-                if moving:
-                    b.fetchers.traffic.reassignment_bytes_out += len(data)
-            parts.append((hdr, data))
-            total += len(data)
-            if total >= req.max_bytes:
-                break
-        remaining = deadline - time.monotonic()
-        if total >= req.min_bytes or remaining <= 0 or any(h.error for h, _ in parts):
-            return web.Response(
-                body=encode_fetch_response(parts), content_type="application/octet-stream"
-            )
-        waits = [b.replicas.partition_for_wait(fp) for fp in req.partitions]
-        futs = [asyncio.ensure_future(p.wait(remaining)) for p in waits if p is not None]
-        if not futs:
-            await asyncio.sleep(remaining)
-            continue
-        _, pending = await asyncio.wait(futs, return_when=asyncio.FIRST_COMPLETED)
-        for f in pending:
-            f.cancel()
-
-
-def _in_isr(b: Broker, tp: TopicPartition, replica_id: int) -> bool:
-    p = b.replicas.partitions.get(tp)
-    return p is not None and replica_id in p.isr
-
-
-async def epoch_end_offsets(request: web.Request) -> web.Response:
-    b = request.app[BROKER]
-    reqs = await parse_json(request, EPOCH_END_OFFSETS.validate_json, "epoch-end-offsets request")
-    out = [b.replicas.epoch_end_offset(r).model_dump() for r in reqs]
-    return web.json_response(out)
-
-
 JSON_ROUTES: list[tuple[str, type[wire.Model], Handler]] = [
     ("/v1/admin/describe-log-dirs", wire.DescribeLogDirsRequest, describe_log_dirs),
     ("/v1/admin/alter-replica-log-dirs", wire.AlterReplicaLogDirsRequest, alter_replica_log_dirs),
@@ -781,7 +710,6 @@ JSON_ROUTES: list[tuple[str, type[wire.Model], Handler]] = [
     ("/v1/controller/leader-and-isr", wire.LeaderAndIsrRequest, leader_and_isr),
     ("/v1/controller/stop-replica", wire.StopReplicaRequest, stop_replica),
     ("/v1/controller/update-metadata", wire.UpdateMetadataRequest, update_metadata),
-    ("/v1/replica/fetch", wire.ReplicaFetchRequest, replica_fetch),
 ]
 
 
@@ -849,7 +777,6 @@ def make_app(broker: Broker) -> web.Application:
     for path, _model, handler in JSON_ROUTES:
         r.add_post(path, handler)
     r.add_get("/v1/admin/configs", configs)
-    r.add_post("/v1/replica/epoch-end-offsets", epoch_end_offsets)
     r.add_post("/v1/data/produce", produce)
     r.add_get("/v1/data/fetch", fetch)
     r.add_get("/v1/data/list-offsets", list_offsets)

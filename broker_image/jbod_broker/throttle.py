@@ -9,6 +9,8 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from .storage.names import TopicPartition
+
 
 class AsyncThrottle:
     def __init__(self, rate: int) -> None:
@@ -71,3 +73,43 @@ class ReplicationTraffic:
     reassignment_bytes_out: int = 0
     leader_throttled_bytes: int = 0
     follower_throttled_bytes: int = 0
+
+
+class LeaderThrottle:
+    """The leader side of Kafka's replication throttle (``leader.replication.throttled.rate``
+    over ``leader.replication.throttled.replicas``): the one rule for what a follower's fetch
+    of a partition this broker leads may carry.
+
+    A follower outside the ISR of a leader-throttled partition is a new replica of a
+    reassignment catching up: its fetch gets no data while the rate is exceeded (Kafka never
+    throttles in-sync followers, which replicate new writes as usual) and its bytes count as
+    reassignment traffic. Every byte served for a throttled partition, in sync or not, is
+    recorded against the rate, as Kafka's quota counts the throttled replicas' bytes.
+    """
+
+    def __init__(self, rate: int) -> None:
+        self.bucket = AsyncThrottle(rate)
+        self.replicas: set[TopicPartition] = set()
+
+    @property
+    def rate(self) -> int:
+        return self.bucket.rate
+
+    def reassignment(self, tp: TopicPartition, in_isr: bool) -> bool:
+        """Whether a follower's fetch of ``tp`` is reassignment traffic (see the class)."""
+        return tp in self.replicas and not in_isr
+
+    def holds_back(self, reassignment: bool) -> bool:
+        """Whether this fetch gets no data now: reassignment traffic over the rate."""
+        return reassignment and self.bucket.exceeded()
+
+    def served(
+        self, tp: TopicPartition, reassignment: bool, nbytes: int, traffic: ReplicationTraffic
+    ) -> None:
+        """``nbytes`` of ``tp`` went to a follower: recorded against the rate and counted."""
+        if tp not in self.replicas or not nbytes:
+            return
+        self.bucket.record(nbytes)
+        traffic.leader_throttled_bytes += nbytes
+        if reassignment:
+            traffic.reassignment_bytes_out += nbytes

@@ -470,53 +470,6 @@ class ProduceResponse(Model):
     log_append_time: int = -1
 
 
-class FetchPartition(Model):
-    topic: Topic
-    partition: PartitionId
-    fetch_offset: Annotated[int, Field(ge=0, le=2**63 - 1)]
-    current_leader_epoch: Epoch = -1
-    max_bytes: Annotated[int, Field(ge=0, le=64 * 1024 * 1024)] = 1024 * 1024
-
-
-class ReplicaFetchRequest(Model):
-    """A follower's fetch of several partitions, answered in one framed body."""
-
-    replica_id: BrokerId
-    max_wait_ms: Annotated[int, Field(ge=0, le=60_000)] = 500
-    min_bytes: Annotated[int, Field(ge=0)] = 1
-    max_bytes: Annotated[int, Field(ge=0, le=256 * 1024 * 1024)] = 16 * 1024 * 1024
-    partitions: list[FetchPartition] = Field(max_length=MAX_LIST)
-
-
-class FetchPartitionHeader(Model):
-    """The JSON header before each partition's record bytes in a replica fetch response."""
-
-    topic: str
-    partition: int
-    error: str | None = None
-    message: str | None = None
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    log_end_offset: int = -1
-    leader_epoch: int = -1
-    records_size: int = 0
-
-
-class EpochEndOffsetRequest(Model):
-    topic: Topic
-    partition: PartitionId
-    current_leader_epoch: Epoch = -1
-    leader_epoch: Epoch
-
-
-class EpochEndOffsetResponse(Model):
-    topic: str
-    partition: int
-    error: str | None = None
-    leader_epoch: int = -1
-    end_offset: int = -1
-
-
 class ListOffsetsResponse(Model):
     topic: str
     partition: int

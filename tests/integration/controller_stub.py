@@ -150,10 +150,16 @@ class ControllerStub:
         return [b.broker_id for b in self.cluster.brokers if b.broker_id not in self.dead]
 
     def endpoints(self) -> list[wire.BrokerEndpoint]:
+        """The live brokers, each with its Kafka listener as its heartbeats said or, before
+        its first heartbeat arrived, as the stub configured it: followers replicate from
+        their leader's Kafka listener (issue 18), so a topic created in the instant between
+        a broker's start and its first heartbeat must still name it."""
         assert self.cluster is not None
         return [
             wire.BrokerEndpoint(
-                broker_id=b, url=self.cluster[b].url, kafka_endpoint=self.kafka_endpoints.get(b)
+                broker_id=b,
+                url=self.cluster[b].url,
+                kafka_endpoint=self.kafka_endpoints.get(b, self.cluster[b].kafka_endpoint),
             )
             for b in self.live()
         ]

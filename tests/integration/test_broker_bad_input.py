@@ -413,20 +413,8 @@ VALID: dict[str, tuple[str, dict[str, Any]]] = {
         "UpdateMetadataRequest",
         {"controller_id": 0, "controller_epoch": CONTROLLER_EPOCH, "live_brokers": []},
     ),
-    "/v1/replica/fetch": (
-        "ReplicaFetchRequest",
-        {
-            "replica_id": 1,
-            "max_wait_ms": 0,
-            "partitions": [{"topic": SEED_TOPIC, "partition": 0, "fetch_offset": 0}],
-        },
-    ),
 }
 JSON_PATHS = sorted(VALID)
-EEO = "/v1/replica/epoch-end-offsets"
-"""The one JSON endpoint outside /openapi.json: its body is a bare list."""
-EEO_VALID = [{"topic": SEED_TOPIC, "partition": 0, "leader_epoch": SEED_EPOCH}]
-TOKEN_PATHS = [*JSON_PATHS, EEO]
 
 
 def short(path: str) -> str:
@@ -453,9 +441,6 @@ def test_valid_bodies_are_accepted(h: BrokerHarness, path: str) -> None:
         expect_error(r, 400, "LOG_DIR_NOT_FOUND", DIR_NOT_THERE)
     else:
         assert r.status == 200, r
-    with h.no_change():
-        r = h.post_json(EEO, EEO_VALID)
-    assert r.status == 200 and r.json()[0]["error"] is None, r
 
 
 MALFORMED = {
@@ -483,34 +468,12 @@ def test_malformed_json(h: BrokerHarness, path: str, name: str) -> None:
         assert "json" in body["message"].lower() or "(body)" in body["message"], r
 
 
-@pytest.mark.parametrize("name", [n for n in MALFORMED if n != "deep"])
-def test_malformed_json_epoch_end_offsets(h: BrokerHarness, name: str) -> None:
-    with h.no_change():
-        r = h.request("POST", EEO, MALFORMED[name])
-    expect_error(r, 400, "INVALID_REQUEST", "epoch-end-offsets")
-
-
-def test_deeply_nested_json_epoch_end_offsets(h: BrokerHarness) -> None:
-    """BUG: ``server.epoch_end_offsets`` parses with ``json.loads``, whose RecursionError on
-    deep nesting is not a ValueError: the broker answers a text/plain 500."""
-    with h.no_change():
-        r = h.request("POST", EEO, b"[" * 100_000 + b"]" * 100_000)
-    expect_error(r, 400, "INVALID_REQUEST", "epoch-end-offsets")
-
-
 @pytest.mark.parametrize("body", [b"[]", b"null", b"42", b'"text"', b"true", b"[{}]"])
 @pytest.mark.parametrize("path", JSON_PATHS, ids=short)
 def test_body_is_not_an_object(h: BrokerHarness, path: str, body: bytes) -> None:
     with h.no_change():
         r = h.request("POST", path, body)
     expect_error(r, 400, "INVALID_REQUEST", VALID[path][0], "object")
-
-
-@pytest.mark.parametrize("body", [b"{}", b"null", b'"x"', b"[1]", b'[{"topic": 5}]'])
-def test_epoch_end_offsets_not_a_list_of_objects(h: BrokerHarness, body: bytes) -> None:
-    with h.no_change():
-        r = h.request("POST", EEO, body)
-    expect_error(r, 400, "INVALID_REQUEST", "epoch-end-offsets")
 
 
 # (path, body, words the message must contain): wrong types, out-of-range numbers, nulls.
@@ -613,16 +576,6 @@ WRONG_TYPES: list[tuple[str, object, tuple[str, ...]]] = [
         ("controller_epoch",),
     ),
     (
-        "/v1/replica/fetch",
-        {"replica_id": -1, "max_wait_ms": 0, "partitions": []},
-        ("replica_id",),
-    ),
-    (
-        "/v1/replica/fetch",
-        {"replica_id": 1, "max_wait_ms": 60_001, "partitions": []},
-        ("max_wait_ms",),
-    ),
-    (
         "/v1/admin/describe-replica-log-dirs",
         {"partitions": None, "wait_ms": -1},
         ("wait_ms",),
@@ -636,15 +589,6 @@ WRONG_TYPES: list[tuple[str, object, tuple[str, ...]]] = [
         "/v1/admin/describe-replica-log-dirs",
         {"partitions": None, "wait_ms": "soon"},
         ("wait_ms",),
-    ),
-    (
-        "/v1/replica/fetch",
-        {
-            "replica_id": 1,
-            "max_wait_ms": 0,
-            "partitions": [{"topic": SEED_TOPIC, "partition": 0, "fetch_offset": -1}],
-        },
-        ("partitions.0.fetch_offset",),
     ),
 ]
 
@@ -662,23 +606,6 @@ def test_wrong_types_and_ranges(
     expect_error(r, 400, "INVALID_REQUEST", VALID[path][0], *words)
 
 
-@pytest.mark.parametrize(
-    ("item", "field"),
-    [
-        ({"topic": SEED_TOPIC, "partition": "0", "leader_epoch": 0}, "partition"),
-        ({"topic": SEED_TOPIC, "partition": 0, "leader_epoch": True}, "leader_epoch"),
-        ({"topic": SEED_TOPIC, "partition": -1, "leader_epoch": 0}, "partition"),
-        ({"topic": "../x", "partition": 0, "leader_epoch": 0}, "topic"),
-        ({"topic": SEED_TOPIC, "partition": 0}, "leader_epoch"),
-        ({"topic": SEED_TOPIC, "partition": 0, "leader_epoch": 0, "extra": 1}, "extra"),
-    ],
-)
-def test_epoch_end_offsets_wrong_items(h: BrokerHarness, item: dict[str, Any], field: str) -> None:
-    with h.no_change():
-        r = h.post_json(EEO, [item])
-    expect_error(r, 400, "INVALID_REQUEST", "epoch-end-offsets", field)
-
-
 @pytest.mark.parametrize("path", JSON_PATHS, ids=short)
 def test_unknown_field(h: BrokerHarness, path: str) -> None:
     with h.no_change():
@@ -691,7 +618,6 @@ def test_unknown_field(h: BrokerHarness, path: str) -> None:
     [
         ("/v1/admin/alter-replica-log-dirs", "partitions"),
         ("/v1/admin/describe-replica-log-dirs", "partitions"),
-        ("/v1/replica/fetch", "partitions"),
     ],
 )
 def test_unknown_nested_field(h: BrokerHarness, path: str, key: str) -> None:
@@ -735,15 +661,6 @@ def test_wrong_content_type(h: BrokerHarness, path: str, ctype: str | None) -> N
     expect_error(r, 400, "INVALID_REQUEST", "content-type", "application/json")
 
 
-@pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded"])
-def test_wrong_content_type_epoch_end_offsets(h: BrokerHarness, ctype: str) -> None:
-    """BUG: ``server.epoch_end_offsets`` reads the body without ``parse`` and so never checks
-    the Content-Type that every other JSON endpoint requires."""
-    with h.no_change():
-        r = h.post_json(EEO, EEO_VALID, content_type=ctype)
-    expect_error(r, 400, "INVALID_REQUEST", "content-type", "application/json")
-
-
 def test_charset_parameter_is_fine(h: BrokerHarness) -> None:
     with h.no_change():
         r = h.post_json(
@@ -759,7 +676,7 @@ def test_charset_parameter_is_fine(h: BrokerHarness) -> None:
 HUGE = b'{"topics": ["' + b"a" * (MAX_REQUEST_BYTES + (512 << 10)) + b'"]}'
 
 
-@pytest.mark.parametrize("path", [*JSON_PATHS, EEO], ids=short)
+@pytest.mark.parametrize("path", JSON_PATHS, ids=short)
 def test_body_over_socket_request_max_bytes(h: BrokerHarness, path: str) -> None:
     with h.no_change():
         r = h.request("POST", path, HUGE)
@@ -858,15 +775,6 @@ def test_huge_lists_and_strings(
     expect_error(r, 400, "INVALID_REQUEST", VALID[path][0], *words)
 
 
-def test_huge_list_epoch_end_offsets(h: BrokerHarness) -> None:
-    """BUG (message): over ``wire.MAX_LIST`` items, ``server.epoch_end_offsets`` answers
-    "expected a JSON list" about a body that is a JSON list: the reason is not named."""
-    data = json.dumps([{}] * 100_001).encode()
-    with h.no_change():
-        r = h.request("POST", EEO, data)
-    expect_error(r, 400, "INVALID_REQUEST", "100000")
-
-
 @pytest.mark.parametrize(
     "body",
     [
@@ -883,13 +791,6 @@ def test_huge_numbers(h: BrokerHarness, body: bytes) -> None:
         assert r.status == 200, r  # -0 is the integer 0
         return
     expect_error(r, 400, "INVALID_REQUEST", "ThrottleConfig")
-
-
-def test_huge_number_epoch_end_offsets(h: BrokerHarness) -> None:
-    data = b'[{"topic": "t", "partition": ' + b"9" * 5000 + b', "leader_epoch": 0}]'
-    with h.no_change():
-        r = h.request("POST", EEO, data)
-    expect_error(r, 400, "INVALID_REQUEST", "epoch-end-offsets")
 
 
 # --------------------------------------------------------------------------------------------
@@ -922,25 +823,6 @@ def test_unknown_topic_or_partition_on_reads(
             content_type=None,
         )
     expect_error(r, 404, "UNKNOWN_TOPIC_OR_PARTITION", f"{topic}-{partition}")
-
-
-def test_unknown_topic_on_replica_paths(h: BrokerHarness) -> None:
-    with h.no_change():
-        r = h.post_json(
-            "/v1/replica/fetch",
-            {
-                "replica_id": 1,
-                "max_wait_ms": 0,
-                "partitions": [{"topic": "no-such-topic", "partition": 0, "fetch_offset": 0}],
-            },
-        )
-        e = h.post_json(EEO, [{"topic": "no-such-topic", "partition": 0, "leader_epoch": 0}])
-    assert r.status == 200, r
-    (n,) = struct.unpack_from(">I", r.body)
-    header = json.loads(r.body[4 : 4 + n])
-    assert header["error"] == "UNKNOWN_TOPIC_OR_PARTITION", header
-    assert "no-such-topic-0" in header["message"], header
-    assert e.status == 200 and e.json()[0]["error"] == "UNKNOWN_TOPIC_OR_PARTITION", e
 
 
 BAD_TOPICS = {
@@ -1118,15 +1000,6 @@ def test_list_offsets_bad_timestamp(h: BrokerHarness) -> None:
             content_type=None,
         )
     expect_error(r, 400, "INVALID_REQUEST", "timestamp")
-
-
-def test_replica_fetch_from_a_non_follower(h: BrokerHarness) -> None:
-    with h.no_change():
-        r = h.post_json("/v1/replica/fetch", VALID["/v1/replica/fetch"][1])
-    assert r.status == 200, r
-    (n,) = struct.unpack_from(">I", r.body)
-    header = json.loads(r.body[4 : 4 + n])
-    assert header["error"] == "NOT_LEADER_OR_FOLLOWER" and "broker 1" in header["message"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1338,10 +1211,10 @@ BAD_AUTH_IDS = ["missing", "wrong", "empty", "basic", "suffix"]
 
 
 @pytest.mark.parametrize("which", range(len(BAD_AUTH_IDS)), ids=BAD_AUTH_IDS)
-@pytest.mark.parametrize("path", TOKEN_PATHS, ids=short)
+@pytest.mark.parametrize("path", JSON_PATHS, ids=short)
 def test_token_required(h: BrokerHarness, path: str, which: int) -> None:
     auth = _bad_auth(h.token)[which]
-    body = json.dumps(EEO_VALID if path == EEO else VALID[path][1]).encode()
+    body = json.dumps(VALID[path][1]).encode()
     with h.no_change():
         r = h.request("POST", path, body, auth=auth)
     expect_error(r, 401, "CLUSTER_AUTHORIZATION_FAILED", "bearer token")
@@ -1662,7 +1535,6 @@ def test_corrupt_batch_with_acks_0_or_1(h: BrokerHarness, acks: str) -> None:
 
 WRONG_METHODS = [
     *[("GET", p) for p in JSON_PATHS if p != "/v1/admin/configs"],
-    ("GET", EEO),
     ("PUT", "/v1/admin/configs"),
     ("DELETE", "/v1/admin/configs"),
     ("PATCH", "/v1/controller/leader-and-isr"),

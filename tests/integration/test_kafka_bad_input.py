@@ -25,6 +25,7 @@ import pytest
 from kio.schema.api_versions.v0 import response as api_versions_v0
 from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.list_offsets.v7 import request as list_offsets_v7
 from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.produce.v9 import request as produce_v9
@@ -133,6 +134,32 @@ def latest_offset_request() -> Any:
                 name="t", partitions=(m.ListOffsetsPartition(partition_index=0, timestamp=-1),)
             ),
         ),
+    )
+
+
+def follower_fetch_request(
+    replica_id: int, offset: int, *, epoch: int = -1, topic: str = "t", wait_ms: int = 0
+) -> Any:
+    """A follower's Fetch (``replica_id`` a broker id), as the brokers replicate."""
+    m: Any = fetch_v12
+    return m.FetchRequest(
+        replica_id=replica_id,
+        max_wait=datetime.timedelta(milliseconds=wait_ms),
+        min_bytes=1,
+        topics=(
+            m.FetchTopic(
+                topic=topic,
+                partitions=(
+                    m.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=epoch,
+                        fetch_offset=offset,
+                        partition_max_bytes=1 << 20,
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
     )
 
 
@@ -303,3 +330,31 @@ async def test_acks_0_is_not_answered_and_a_failed_one_closes_the_connection(env
     await send_and_expect_close(env, encode_request(produce_request(b"\x00" * 70, acks=0)))
     assert any("an acks=0 produce failed" in e for e in env.protocol_errors())
     await still_serves(env, 2)
+
+
+async def test_follower_fetches_from_what_is_no_follower_get_kafka_error_codes(env: Env) -> None:
+    """Replication runs on Kafka's Fetch: one carrying a broker id is a follower's, and only a
+    replica of the partition may fetch it, from its leader, at the leader's epoch, inside the
+    leader's log. Each refusal is a Kafka error code (OFFSET_OUT_OF_RANGE with the leader's
+    log start offset, which a follower behind it restarts from), and changes nothing."""
+    resp = await call(env.leader, produce_request(batch(3)))
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
+    cases: list[tuple[Any, str, ErrorCode]] = [
+        (follower_fetch_request(7, 0), env.leader, ErrorCode.not_leader_or_follower),
+        (follower_fetch_request(0, 0), env.leader, ErrorCode.not_leader_or_follower),
+        (follower_fetch_request(1, 0), env.follower, ErrorCode.not_leader_or_follower),
+        (follower_fetch_request(1, 0, epoch=5), env.leader, ErrorCode.unknown_leader_epoch),
+        (follower_fetch_request(1, 4), env.leader, ErrorCode.offset_out_of_range),
+        (
+            follower_fetch_request(1, 0, topic="nope"),
+            env.leader,
+            ErrorCode.unknown_topic_or_partition,
+        ),
+    ]
+    for req, endpoint, want in cases:
+        part = (await call(endpoint, req)).responses[0].partitions[0]
+        assert part.error_code == want, (req.replica_id, want, part)
+        assert not part.records
+    out_of_range = (await call(env.leader, follower_fetch_request(1, 4))).responses[0].partitions[0]
+    assert out_of_range.log_start_offset == 0
+    await still_serves(env, 3)

@@ -7,7 +7,7 @@ import inspect
 from kio.schema.errors import ErrorCode
 
 from jbod_broker import errors
-from jbod_broker.kafka.errors import PROTOCOL_ERRORS, error_code, error_code_by_name
+from jbod_broker.kafka.errors import PROTOCOL_ERRORS, error_code
 from jbod_broker.producer_ids import CoordinatorLoadInProgressError
 
 DIFFERENT_ON_THE_WIRE: dict[type[errors.KafkaError], ErrorCode] = {
@@ -55,10 +55,3 @@ def test_init_producer_id_without_a_block_is_retriable() -> None:
 def test_an_unexpected_exception_is_unknown_server_error() -> None:
     assert error_code(RuntimeError("bug")) == ErrorCode.unknown_server_error
     assert error_code(errors.KafkaError("root")) == ErrorCode.unknown_server_error
-
-
-def test_names_from_wire_responses_map_through_the_same_table() -> None:
-    assert error_code_by_name(None) == ErrorCode.none
-    assert error_code_by_name("FENCED_LEADER_EPOCH") == ErrorCode.fenced_leader_epoch
-    assert error_code_by_name("KAFKA_STORAGE_ERROR") == ErrorCode.kafka_storage_error
-    assert error_code_by_name("NO_SUCH_THING") == ErrorCode.unknown_server_error

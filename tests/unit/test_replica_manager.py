@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from jbod_broker import wire
 from jbod_broker.config import BrokerConfig
@@ -21,7 +22,7 @@ from jbod_broker.errors import (
     StaleControllerEpochError,
     UnknownLeaderEpochError,
 )
-from jbod_broker.fetcher import FetcherManager, FetchState, LeaderFetcher
+from jbod_broker.fetcher import FetchedPartition, FetcherManager, FetchState, LeaderFetcher
 from jbod_broker.replica_manager import ReplicaManager
 from jbod_broker.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from jbod_broker.storage.log import AppendInfo, Log
@@ -75,16 +76,7 @@ def lai(
 
 
 def follower_fetch(rm: ReplicaManager, replica: int, offset: int, epoch: int = 0) -> None:
-    rm.fetch_for_follower(
-        replica,
-        wire.FetchPartition(
-            topic=TP.topic,
-            partition=TP.partition,
-            fetch_offset=offset,
-            current_leader_epoch=epoch,
-        ),
-        throttled=False,
-    )
+    rm.fetch_for_follower(replica, TP, offset, epoch, 1 << 20, throttled=False).records.close()
 
 
 def rec(n: int = 1) -> bytes:
@@ -322,14 +314,11 @@ async def test_a_follower_append_a_swap_redirected_takes_the_leaders_hw(
     retired log's end, so the follower's HW lagged the data it held until the next fetch."""
     rm = make(tmp_path)
     rm.leader_and_isr(lai(leader=2, isr=[1, 2], replicas=[1, 2]))
-    fetcher = LeaderFetcher(FetcherManager(rm, token=None), 2)
+    fetcher = LeaderFetcher(FetcherManager(rm), 2)
     fetcher.partitions[TP] = FetchState(needs_truncation=False)
     retired = swap_before_append(rm, monkeypatch, "append_as_follower")
     data = build_batch([(None, b"f%d" % i) for i in range(3)], partition_leader_epoch=0)
-    hdr = wire.FetchPartitionHeader(
-        topic=TP.topic, partition=TP.partition, high_watermark=3, records_size=len(data)
-    )
-    fetcher._apply(hdr, data)
+    fetcher._apply(FetchedPartition(TP, ErrorCode.none, 3, 0, data))
     lg = rm.logs.log_or_error(TP)
     assert retired.successor is lg
     assert (lg.log_end_offset, lg.high_watermark) == (3, 3)

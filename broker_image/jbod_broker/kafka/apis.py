@@ -23,9 +23,10 @@ from kio.schema.errors import ErrorCode
 
 from .. import wire
 from ..errors import KafkaError
+from ..storage.log import FileSlice, ReadResult, SliceResult
 from ..storage.names import TopicPartition, parse_topic_id, validate_topic
 from . import protocol
-from .errors import error_code, error_code_by_name
+from .errors import error_code
 from .protocol import Request, make, response_module
 
 if TYPE_CHECKING:
@@ -242,14 +243,20 @@ async def produce(b: Broker, req: Request) -> Any:
 
 
 async def fetch(b: Broker, req: Request) -> Any:
-    """A consumer's fetch: each partition read through the replica manager up to the high
-    watermark, within its ``partition_max_bytes`` and the response's ``max_bytes`` (the first
-    batch always whole, KIP-74), long-polling until ``min_bytes`` arrived or ``max_wait``
-    passed. Incremental fetch sessions (KIP-227) are declined the way Kafka allows: every
-    response carries session ID 0, so the client sends full fetches; an incremental fetch of a
-    session never granted is FETCH_SESSION_ID_NOT_FOUND. No transactions exist, so
-    read_committed reads what read_uncommitted does (the last stable offset is the high
-    watermark)."""
+    """A consumer's fetch, or a follower's (``replica_id`` >= 0: replication runs on Kafka's
+    Fetch, as between Kafka's brokers).
+
+    A consumer reads each partition through the replica manager up to the high watermark; a
+    follower reads up to the log end, and its fetch offset updates its state on the leader
+    (ISR, high watermark) with the leader throttle of a reassignment applied
+    (:class:`..throttle.LeaderThrottle`); its records are ranges of segment files
+    (``Log.read_slice``) that the listener sends from the file (zero-copy). Either within its
+    ``partition_max_bytes`` and the response's ``max_bytes`` (the first batch always whole,
+    KIP-74), long-polling until ``min_bytes`` arrived or ``max_wait`` passed. Incremental
+    fetch sessions (KIP-227) are declined the way Kafka allows: every response carries session
+    ID 0, so the client sends full fetches; an incremental fetch of a session never granted
+    is FETCH_SESSION_ID_NOT_FOUND. No transactions exist, so read_committed reads what
+    read_uncommitted does (the last stable offset is the high watermark)."""
     body = req.body
     m = response_module(protocol.FETCH, req.version)
     session_id = int(getattr(body, "session_id", 0))
@@ -262,6 +269,7 @@ async def fetch(b: Broker, req: Request) -> Any:
             session_id=0,
             responses=(),
         )
+    replica_id = int(getattr(body, "replica_id", -1))
     wanted = [(t.topic, p) for t in body.topics for p in t.partitions]
     tps = [TopicPartition(topic, int(p.partition)) for topic, p in wanted]
     max_wait_ms = min(max(int(body.max_wait.total_seconds() * 1000), 0), MAX_FETCH_WAIT_MS)
@@ -270,13 +278,22 @@ async def fetch(b: Broker, req: Request) -> Any:
     max_bytes = int(getattr(body, "max_bytes", 2**31 - 1))
     read_committed = int(getattr(body, "isolation_level", 0)) == READ_COMMITTED
     while True:
-        results = [_fetch_one(b, tp, p, max_bytes) for tp, (_, p) in zip(tps, wanted, strict=True)]
+        if replica_id >= 0:
+            results = [
+                _follower_fetch_one(b, replica_id, tp, p, max_bytes)
+                for tp, (_, p) in zip(tps, wanted, strict=True)
+            ]
+        else:
+            results = [
+                _fetch_one(b, tp, p, max_bytes) for tp, (_, p) in zip(tps, wanted, strict=True)
+            ]
         # The response's max_bytes spans partitions: later ones get what earlier ones left.
         total = 0
         trimmed = []
         for r in results:
             data = r["records"]
             if total and total + len(data) > max_bytes:
+                _close_slices([r])
                 data = b""
             total += len(data)
             trimmed.append({**r, "records": data})
@@ -284,7 +301,12 @@ async def fetch(b: Broker, req: Request) -> Any:
         errors = any(r["error_code"] != ErrorCode.none for r in trimmed)
         if total >= min_bytes or remaining <= 0 or errors:
             break
+        _close_slices(trimmed)
         await b.replicas.wait_for_any(tps, remaining)
+    if replica_id >= 0:
+        for tp, r in zip(tps, trimmed, strict=True):
+            sent = len(r["records"])
+            b.leader_throttle.served(tp, r.pop(_REASSIGNMENT), sent, b.fetchers.traffic)
     by_topic: dict[str, list[Any]] = {}
     order: list[str] = []
     for (topic, _), r in zip(wanted, trimmed, strict=True):
@@ -310,8 +332,12 @@ async def fetch(b: Broker, req: Request) -> Any:
     )
 
 
+_REASSIGNMENT = "_reassignment"
+"""A follower's partition result carries whether it is reassignment traffic (popped before
+the response entity is built)."""
+
+
 def _fetch_one(b: Broker, tp: TopicPartition, p: Any, max_bytes: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"partition_index": p.partition, "records": b""}
     try:
         validate_topic(tp.topic)
         res = b.replicas.read_for_consumer(
@@ -321,22 +347,60 @@ def _fetch_one(b: Broker, tp: TopicPartition, p: Any, max_bytes: int) -> dict[st
             int(getattr(p, "current_leader_epoch", -1)),
         )
     except KafkaError as e:
-        lg = b.logs.get_log(tp) if tp in b.replicas.partitions else None
-        hw = lg.high_watermark if lg is not None else -1
-        return {
-            **out,
-            "error_code": error_code(e),
-            "high_watermark": hw,
-            "last_stable_offset": hw,
-            "log_start_offset": lg.log_start_offset if lg is not None else -1,
-        }
+        return _fetch_error(b, tp, p, e)
+    return _fetched(p, res)
+
+
+def _follower_fetch_one(
+    b: Broker, replica_id: int, tp: TopicPartition, p: Any, max_bytes: int
+) -> dict[str, Any]:
+    reassignment = b.leader_throttle.reassignment(tp, b.replicas.in_isr(tp, replica_id))
+    try:
+        validate_topic(tp.topic)
+        res = b.replicas.fetch_for_follower(
+            replica_id,
+            tp,
+            int(p.fetch_offset),
+            int(getattr(p, "current_leader_epoch", -1)),
+            max(min(int(p.partition_max_bytes), max_bytes), 0),
+            b.leader_throttle.holds_back(reassignment),
+        )
+    except KafkaError as e:
+        return {**_fetch_error(b, tp, p, e), _REASSIGNMENT: reassignment}
+    return {**_fetched(p, res), _REASSIGNMENT: reassignment}
+
+
+def _fetched(p: Any, res: ReadResult | SliceResult) -> dict[str, Any]:
     return {
-        **out,
+        "partition_index": p.partition,
         "error_code": ErrorCode.none,
         "high_watermark": res.high_watermark,
         "last_stable_offset": res.high_watermark,
         "log_start_offset": res.log_start_offset,
-        "records": res.data,
+        "records": res.data if isinstance(res, ReadResult) else res.records,
+    }
+
+
+def _close_slices(results: list[dict[str, Any]]) -> None:
+    """Give back the descriptors of file ranges that will not be sent (a follower's records
+    dropped by the response's ``max_bytes``, or read before a long poll that reads again)."""
+    for r in results:
+        if isinstance(r["records"], FileSlice):
+            r["records"].close()
+
+
+def _fetch_error(b: Broker, tp: TopicPartition, p: Any, e: KafkaError) -> dict[str, Any]:
+    """A partition's error, with the high watermark and log start offset where this broker
+    hosts it (OFFSET_OUT_OF_RANGE tells a follower where the leader's log starts now)."""
+    lg = b.logs.get_log(tp) if tp in b.replicas.partitions else None
+    hw = lg.high_watermark if lg is not None else -1
+    return {
+        "partition_index": p.partition,
+        "records": b"",
+        "error_code": error_code(e),
+        "high_watermark": hw,
+        "last_stable_offset": hw,
+        "log_start_offset": lg.log_start_offset if lg is not None else -1,
     }
 
 
@@ -435,8 +499,9 @@ async def init_producer_id(b: Broker, req: Request) -> Any:
 
 
 async def offset_for_leader_epoch(b: Broker, req: Request) -> Any:
-    """The end offset of a leader epoch, answered by the leader (KIP-101, KIP-320): the replica
-    manager's ``epoch_end_offset``, the same a follower asks over HTTP."""
+    """The end offset of a leader epoch, answered by the leader (KIP-101, KIP-320), to a
+    follower about to truncate (``replica_id`` its broker id) and to a consumer alike: Kafka
+    answers both from the leader's log, so ``replica_id`` changes nothing here either."""
     m = response_module(protocol.OFFSET_FOR_LEADER_EPOCH, req.version)
     topics = []
     for t in req.body.topics:
@@ -444,19 +509,14 @@ async def offset_for_leader_epoch(b: Broker, req: Request) -> Any:
         for p in t.partitions:
             try:
                 validate_topic(t.topic)
-                res = b.replicas.epoch_end_offset(
-                    wire.EpochEndOffsetRequest(
-                        topic=t.topic,
-                        partition=int(p.partition),
-                        current_leader_epoch=max(int(p.current_leader_epoch), -1),
-                        leader_epoch=max(int(p.leader_epoch), -1),
-                    )
+                epoch, end = b.replicas.epoch_end_offset(
+                    TopicPartition(t.topic, int(p.partition)),
+                    max(int(p.current_leader_epoch), -1),
+                    max(int(p.leader_epoch), -1),
                 )
-                code, epoch, end = error_code_by_name(res.error), res.leader_epoch, res.end_offset
+                code = ErrorCode.none
             except KafkaError as e:
                 code, epoch, end = error_code(e), -1, -1
-            except ValueError:  # the wire model refused a value (a negative partition)
-                code, epoch, end = ErrorCode.unknown_topic_or_partition, -1, -1
             parts.append(
                 make(
                     m.EpochEndOffset,

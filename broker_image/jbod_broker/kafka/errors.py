@@ -91,14 +91,3 @@ def error_code(err: BaseException) -> ErrorCode:
         if isinstance(err, cls):
             return code
     return ErrorCode.unknown_server_error
-
-
-def error_code_by_name(name: str | None) -> ErrorCode:
-    """The code for an error the replica manager reports by name (``wire`` responses carry
-    ``KafkaError.kafka_error``): the first class in the table with that name."""
-    if name is None:
-        return ErrorCode.none
-    for cls, code in PROTOCOL_ERRORS:
-        if cls.kafka_error == name:
-            return code
-    return ErrorCode.unknown_server_error

@@ -18,6 +18,7 @@ Thread-safety: constant tables and pure functions.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import struct
 import sys
@@ -124,6 +125,11 @@ def _read(
     return value, used
 
 
+def request_module(api_key: int, version: int) -> ModuleType:
+    """kio's module of the request entities (the request and its nested types)."""
+    return sys.modules[load_request_schema(api_key, version).__module__]
+
+
 def response_module(api_key: int, version: int) -> ModuleType:
     """kio's module of the response entities (the response and its nested types)."""
     return sys.modules[load_response_schema(api_key, version).__module__]
@@ -135,8 +141,50 @@ T = TypeVar("T")
 def make(entity_type: type[T], **fields: Any) -> T:
     """An entity of one version from the fields it has: a handler names every field any
     version it serves may need, and each version takes those its definition holds."""
-    names = {f.name for f in dataclasses.fields(entity_type)}  # type: ignore[arg-type]
+    names = _field_names(entity_type)  # type: ignore[arg-type]  # a class is hashable
     return entity_type(**{k: v for k, v in fields.items() if k in names})
+
+
+@functools.cache
+def _field_names(entity_type: type[Any]) -> frozenset[str]:
+    """Once per entity type: a follower builds a Fetch on every round."""
+    return frozenset(f.name for f in dataclasses.fields(entity_type))
+
+
+class _Pieces:
+    """A codec's output buffer that keeps spliced values apart: bytes written are collected,
+    anything else a field holds in place of bytes (a ``storage.log.FileSlice`` of records) is
+    kept as a piece of its own, after the length prefix the codec wrote from its ``len()``."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray(SIZE.size)  # the frame's size, filled in by :meth:`frame`
+        self.pieces: list[Any] = [self._buf]
+
+    def write(self, value: Any) -> int:
+        if isinstance(value, bytes | bytearray | memoryview):
+            self._buf += value
+        else:
+            self.pieces.append(value)
+            self._buf = bytearray()
+            self.pieces.append(self._buf)
+        return len(value)
+
+    def frame(self) -> list[Any]:
+        SIZE.pack_into(self.pieces[0], 0, sum(len(p) for p in self.pieces) - SIZE.size)
+        return [p for p in self.pieces if len(p)]
+
+
+def encode_response_pieces(correlation_id: int, response: Any) -> list[Any]:
+    """The whole frame as :func:`encode_response` makes it, but with every records field that
+    holds a file range instead of bytes left as that range, between the bytes around it: the
+    listener sends the bytes and has the kernel send the ranges from their files. kio writes
+    each range's length prefix from its ``len()``, as it would for bytes."""
+    header_type: type[Any] = response.__header_schema__
+    out = _Pieces()
+    buffer: Any = out  # kio writes to anything with ``write``
+    entity_writer(header_type)(buffer, header_type(correlation_id=i32(correlation_id)))
+    entity_writer(type(response))(buffer, response)
+    return out.frame()
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:

@@ -131,6 +131,12 @@ class OffsetIndex:
         i = bisect.bisect_right(self._offsets, target) - 1
         return self._positions[i] if i >= 0 else 0
 
+    def position_floor(self, position: int) -> int:
+        """The largest indexed batch start at most ``position`` (0 if before any entry): where
+        a range of whole batches ending near ``position`` can end, found without reading."""
+        i = bisect.bisect_right(self._positions, position) - 1
+        return self._positions[i] if i >= 0 else 0
+
     @property
     def pending(self) -> bool:
         """Whether some entries are only in memory (see :meth:`write_pending`)."""

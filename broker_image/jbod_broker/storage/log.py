@@ -176,6 +176,46 @@ class ReadResult:
     high_watermark: int
 
 
+class FileSlice:
+    """``size`` bytes at ``position`` of a segment file, to be sent without being read (a
+    follower's fetch, issue 18): ``fd`` is a duplicate descriptor its holder must
+    :meth:`close` once the bytes are sent or dropped. ``len()`` is the size, so a codec writes
+    the length prefix of a records field holding one as for bytes."""
+
+    __slots__ = ("fd", "position", "size")
+
+    def __init__(self, fd: int, position: int, size: int) -> None:
+        self.fd = fd
+        self.position = position
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bool__(self) -> bool:
+        return self.size > 0
+
+    def close(self) -> None:
+        """Idempotent: the descriptor is closed once (a closed number may be reused)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+EMPTY_SLICE = FileSlice(-1, 0, 0)
+"""Nothing to send (no descriptor held)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SliceResult:
+    """A follower's read as a file range (:meth:`Log.read_slice`)."""
+
+    records: FileSlice
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+
+
 @dataclass(frozen=True, slots=True)
 class LogSnapshot:
     """What describe-log-dirs and the move engine need, read under one lock hold."""
@@ -925,6 +965,34 @@ class Log:
                     break  # hidden by max_offset
                 i += 1
             return ReadResult(data, lso, leo, self.high_watermark)
+
+    @_follows_successor
+    def read_slice(self, offset: int, max_bytes: int) -> SliceResult:
+        """What :meth:`read` returns to a follower (whole batches from ``offset`` up to the log
+        end, at most ``max_bytes``, the first whole), as a range of one segment file with its
+        own descriptor, found under the log's lock without reading the records: the leader's
+        Fetch handler sends it from the file to the follower's socket (zero-copy). Appends
+        after the lock is released only add past the range; a move's swap renames the file
+        and retention unlinks it, and the duplicate descriptor still reads the same bytes. A
+        truncation before the send (this broker became a follower meanwhile) cuts the range
+        short: the sender closes the connection then, as Kafka's ``FileRecords.writeTo``
+        refuses a file truncated under it."""
+        if max_bytes < 0:
+            raise InvalidRequestError(f"max_bytes must not be negative, got {max_bytes}")
+        with self.lock, self._guard("read"):
+            lso, leo = self.log_start_offset, self.log_end_offset
+            if offset < lso or offset > leo:
+                raise OffsetOutOfRangeError(f"{self.tp}: offset {offset} is outside [{lso}, {leo}]")
+            records = EMPTY_SLICE
+            i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+            while offset < leo and i < len(self.segments):
+                seg = self.segments[i]
+                found = seg.locate(offset, max_bytes)
+                if found is not None:
+                    records = FileSlice(seg.dup_log_fd(), *found)
+                    break
+                i += 1
+            return SliceResult(records, lso, leo, self.high_watermark)
 
     @_follows_successor
     def offset_for_timestamp(self, target: int, max_offset: int) -> tuple[int, int] | None:

@@ -375,6 +375,42 @@ class LogSegment:
             end = p + hdr.size_in_bytes
         return buf if end == len(buf) else buf[:end]
 
+    def locate(self, offset: int, max_bytes: int) -> tuple[int, int] | None:
+        """``(position, size)`` of whole batches from the one holding ``offset``, up to
+        ``max_bytes`` of them (the first batch whole, KIP-74), to the segment's end at most:
+        what :meth:`read` would return for a follower, found from batch headers and the offset
+        index without reading a record, so the range can go from the file to a socket
+        (zero-copy). The range ends at an indexed batch start, so it may hold up to
+        ``log.index.interval.bytes`` less than ``max_bytes`` allows. ``None``: nothing at
+        ``offset`` here."""
+        pos = self.index.lookup(offset)
+        while True:
+            if pos + BATCH_HEADER_SIZE > self.size:
+                return None
+            hdr = parse_header(self._pread(BATCH_HEADER_SIZE, pos))
+            if hdr.batch_length <= 0 or pos + hdr.size_in_bytes > self.size:
+                raise CorruptRecordError(
+                    f"{self._log_path}: no whole batch at position {pos} (length "
+                    f"{hdr.batch_length})"
+                )
+            if hdr.last_offset >= offset:
+                break
+            pos += hdr.size_in_bytes
+        limit = pos + max(max_bytes, hdr.size_in_bytes)
+        end = self.size if limit >= self.size else self.index.position_floor(limit)
+        return pos, max(end, pos + hdr.size_in_bytes) - pos
+
+    def dup_log_fd(self) -> int:
+        """A duplicate of the ``.log`` file's descriptor, the caller's to close: a send from
+        the file outlives the handle's pin, and the budget may close the handle meanwhile
+        (``handles``); the duplicate also keeps a file a swap renames or retention deletes
+        readable until it is closed."""
+        fd = self._handles.acquire(self, self._log_path)
+        try:
+            return os.dup(fd)
+        finally:
+            self._handles.release(self)
+
     def read_bytes(self, position: int, length: int) -> bytes:
         return self._pread(length, position)
 
