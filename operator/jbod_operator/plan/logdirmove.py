@@ -166,6 +166,9 @@ class Observed:
     reassigning: Mapping[tuple[str, int], str] = field(default_factory=dict)
     """Partitions a PartitionReassignment is moving (the Topics' ``reassignedBy``), with its
     name; read only while this one is not planned yet."""
+    cluster_problem: tuple[str, str] | None = None
+    """(reason, message) when the named cluster cannot be worked on now (``cluster_size`` is
+    then None): two clusters of that name, Kafka unreachable, its credentials missing."""
 
 
 # -- decisions ----------------------------------------------------------------------------
@@ -528,11 +531,11 @@ def advance(obs: Observed) -> Decision:
             p.actions.append(Cordon(move.spec.drain, True))
         return p.decision()
     if obs.cluster_size is None:
-        p.set_phase(
-            Phase.PENDING,
+        reason, message = obs.cluster_problem or (
             "ClusterNotFound",
             f"BrokerCluster {move.metadata.namespace}/{move.spec.cluster_name} does not exist",
         )
+        p.set_phase(Phase.PENDING, reason, message)
         return p.decision(active=True)
     if not p.entries and not _plan(p):
         return p.decision()
