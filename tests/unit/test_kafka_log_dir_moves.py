@@ -4,8 +4,16 @@ config change; and the plan's condition for a cluster that cannot be worked on."
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
 from jbod_broker import wire
+from jbod_operator.clients.kafka_admin import KafkaAdmin
 from jbod_operator.control.kafka_log_dir_moves import (
+    KafkaLogDirMoves,
     cordon_change,
     futures_of,
     kafka_broker_dirs,
@@ -13,10 +21,13 @@ from jbod_operator.control.kafka_log_dir_moves import (
     move_progress,
     start_answer,
 )
+from jbod_operator.control.our_brokers import OurBrokersLogDirMoves
+from jbod_operator.handlers.executors import log_dir_moves_on
 from jbod_operator.models import LogDirMove
-from jbod_operator.models.log_dir_move import MovePhase
+from jbod_operator.models.log_dir_move import MovePhase, ReplicaState
+from jbod_operator.plan.execution import ClusterUnusable
 from jbod_operator.plan.kafka_types import BrokerLogDirs, LogDir, LogDirReplica
-from jbod_operator.plan.logdirmove import Observed, StartAnswer, advance
+from jbod_operator.plan.logdirmove import BrokerDirs, Observed, StartAnswer, advance, settle
 
 A = "/disks/a/data-0"
 B = "/disks/b/kafka-logs"
@@ -164,3 +175,130 @@ def test_a_cluster_that_cannot_be_worked_on_is_pending_with_its_reason() -> None
     assert d.status.phase == MovePhase.PENDING and not d.actions
     (progressing,) = [c for c in d.status.conditions if c.type == "Progressing"]
     assert (progressing.reason, progressing.message) == ("ClusterAmbiguous", "both")
+
+
+def drain_move(**status: object) -> LogDirMove:
+    return LogDirMove.model_validate(
+        {
+            "metadata": {"name": "m", "namespace": "ns", "generation": 1},
+            "spec": {"clusterName": "k", "drain": {"brokerId": 1, "logDir": A}},
+            **({"status": status} if status else {}),
+        }
+    )
+
+
+def old_kafka(
+    a: tuple[LogDirReplica, ...], b: tuple[LogDirReplica, ...] = ()
+) -> dict[int, BrokerDirs | None]:
+    """Broker 1 of a Kafka before 4.3: DescribeLogDirs has no cordon flag."""
+    dirs = (logdir(A, *a, cordoned=None), logdir(B, *b, cordoned=None))
+    return {1: kafka_broker_dirs(BrokerLogDirs(1, dirs))}
+
+
+def test_a_drain_where_kafka_cannot_cordon_says_so_when_planned_and_when_drained() -> None:
+    planned = advance(Observed(drain_move(), 0.0, 2, old_kafka((rep("t", 0, 100),))))
+    kind, reason, message = planned.events[0]
+    assert (kind, reason) == ("Normal", "Planned")
+    assert message == (
+        "1 replicas to move; broker 1 cannot cordon a log dir (Kafka's cordoned.log.dirs "
+        "needs 4.3+): not cordoned, new replicas may still be placed there"
+    )
+    entries = [
+        e.model_copy(update={"state": ReplicaState.MOVING}).model_dump(by_alias=True)
+        for e in planned.status.replicas or []
+    ]
+    moving = drain_move(phase="Moving", startTime=planned.status.start_time, replicas=entries)
+    obs = Observed(moving, 1.0, 2, old_kafka((), (rep("t", 0, 100),)))  # moved: A is empty
+    drained = settle(obs, advance(obs), [])
+    assert drained.status.phase == MovePhase.SUCCEEDED
+    (ok,) = [c for c in drained.status.conditions if c.type == "Succeeded"]
+    assert (ok.reason, ok.message) == (
+        "Drained",
+        f"log dir {A} of broker 1 is verified empty; broker 1 cannot cordon a log dir "
+        "(Kafka's cordoned.log.dirs needs 4.3+): not cordoned, new replicas may still be "
+        "placed there",
+    )
+
+
+def test_a_drain_where_kafka_can_cordon_says_nothing_of_it() -> None:
+    brokers: dict[int, BrokerDirs | None] = {
+        1: kafka_broker_dirs(BrokerLogDirs(1, (logdir(A, rep("t", 0, 100)), logdir(B))))
+    }
+    planned = advance(Observed(drain_move(), 0.0, 2, brokers))
+    assert planned.events[0] == ("Normal", "Planned", "1 replicas to move")
+
+
+# -- which executor: handlers.executors.log_dir_moves_on --------------------------------------
+
+
+class FakeKube:
+    """The API server's objects by (plural, namespace, name)."""
+
+    def __init__(self, *objects: tuple[str, dict[str, Any]]) -> None:
+        self.objects = {(plural, "ns", o["metadata"]["name"]): o for plural, o in objects}
+
+    async def get(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get((resource.plural, namespace, name))
+
+
+class FakeCtx:
+    def __init__(self, kube: FakeKube) -> None:
+        self.kube, self.pool = kube, object()
+        self.kafka_admins: dict[tuple[str, str], KafkaAdmin] = {}
+        self.controllers: list[tuple[str, str]] = []
+
+    def ensure_controller(self, ns: str, name: str) -> Any:
+        self.controllers.append((ns, name))
+        return SimpleNamespace(lock=asyncio.Lock())
+
+
+def kafka_cluster_obj(**spec: Any) -> tuple[str, dict[str, Any]]:
+    return (
+        "kafkaclusters",
+        {
+            "metadata": {"name": "k", "namespace": "ns"},
+            "spec": {"bootstrapServers": ["h:9092"], **spec},
+        },
+    )
+
+
+BROKER_CLUSTER = ("brokerclusters", {"metadata": {"name": "k", "namespace": "ns"}, "spec": {}})
+
+
+async def test_a_kafka_cluster_s_moves_go_through_its_admin_client() -> None:
+    ctx = FakeCtx(FakeKube(kafka_cluster_obj()))
+    ex = await log_dir_moves_on(ctx, "ns", "k")  # type: ignore[arg-type]
+    assert isinstance(ex, KafkaLogDirMoves)
+    assert ex.admin is ctx.kafka_admins[("ns", "k")]
+    assert ex.admin.connection.bootstrap_servers == ("h:9092",)
+    assert ctx.controllers == []  # no controller for a cluster the operator does not run
+
+
+async def test_a_broker_cluster_s_moves_go_through_our_brokers() -> None:
+    ctx = FakeCtx(FakeKube(BROKER_CLUSTER))
+    ex = await log_dir_moves_on(ctx, "ns", "k")  # type: ignore[arg-type]
+    assert isinstance(ex, OurBrokersLogDirMoves)
+    assert ctx.controllers == [("ns", "k")]
+
+
+async def test_two_clusters_of_one_name_do_nothing_and_say_why() -> None:
+    ctx = FakeCtx(FakeKube(BROKER_CLUSTER, kafka_cluster_obj()))
+    ex = await log_dir_moves_on(ctx, "ns", "k")  # type: ignore[arg-type]
+    with pytest.raises(ClusterUnusable) as why:
+        await ex.cluster_size()
+    assert why.value.reason == "ClusterAmbiguous"
+    assert "both a BrokerCluster and a KafkaCluster are named ns/k" in why.value.message
+    assert ctx.kafka_admins == {} and ctx.controllers == []
+
+
+async def test_a_kafka_cluster_whose_secret_is_missing_says_which() -> None:
+    ref = {"secretKeyRef": {"name": "creds", "key": "password"}}
+    sasl = {"mechanism": "PLAIN", "username": ref, "password": ref}
+    ctx = FakeCtx(FakeKube(kafka_cluster_obj(securityProtocol="SASL_PLAINTEXT", sasl=sasl)))
+    ex = await log_dir_moves_on(ctx, "ns", "k")  # type: ignore[arg-type]
+    with pytest.raises(ClusterUnusable) as why:
+        await ex.cluster_size()
+    assert (why.value.reason, why.value.message) == (
+        "CredentialsMissing",
+        "KafkaCluster ns/k: Secret ns/creds not found",
+    )

@@ -69,7 +69,7 @@ Sample = tuple[float, int]
 def kafka_dir(d: LogDir) -> Dir:
     """One Kafka log dir as the plan sees a dir. Kafka reports no reservation nor headroom
     (its free bytes already count what the copies wrote); a broker older than KIP-1066
-    reports no cordon (``None``): not cordoned."""
+    reports no cordon (``None``): not cordoned, and it cannot be."""
     return Dir(
         name=wire.log_dir_short_name(d.path),
         path=d.path,
@@ -79,6 +79,7 @@ def kafka_dir(d: LogDir) -> Dir:
         replicas={(r.topic, r.partition): r.size_bytes for r in d.replicas if not r.is_future},
         futures=frozenset((r.topic, r.partition) for r in d.replicas if r.is_future),
         total_bytes=d.total_bytes or 0,
+        can_cordon=d.cordoned is not None,
     )
 
 
@@ -373,6 +374,7 @@ class KafkaLogDirMoves:
         if d is None:
             return
         if d.cordoned is None:
+            # Said in the LogDirMove's status too (``Dir.can_cordon``).
             log.warning(
                 "broker cannot cordon a log dir (cordoned.log.dirs needs Kafka 4.3+): "
                 "the drain goes on uncordoned",
