@@ -217,8 +217,7 @@ async def _throttled_then_cancelled(kube: Kube, kafka: KafkaCluster) -> None:
         )
     )
     await in_thread(lambda: phase(kube, "throttled") == "Moving", "throttled Moving", 60)
-    cfg = await broker_configs(kafka, 1)
-    assert cfg.get(COPY_THROTTLE) == str(rate)
+    await wait_until(lambda: _has(COPY_THROTTLE, str(rate), kafka, 1), "the throttle on broker 1")
     await in_thread(lambda: phase(kube, "throttled") == "Succeeded", "throttled Succeeded")
     status = (kube.get("logdirmove", "throttled") or {})["status"]
     assert status["progressPercent"] == 100 and status["bytesTotal"] >= BULK_RECORDS * 1024
@@ -245,7 +244,9 @@ async def _throttled_then_cancelled(kube: Kube, kafka: KafkaCluster) -> None:
         return where(await log_dirs(kafka), 2, bulk, 0) == {"current": here, "future": there}
 
     await wait_until(copying, "a future copy on broker 2")
-    assert (await broker_configs(kafka, 2)).get(COPY_THROTTLE) == str(256 * 1024)
+    await wait_until(
+        lambda: _has(COPY_THROTTLE, str(256 * 1024), kafka, 2), "the throttle on broker 2"
+    )
     kube.run(
         "patch",
         "logdirmove",
@@ -258,7 +259,7 @@ async def _throttled_then_cancelled(kube: Kube, kafka: KafkaCluster) -> None:
     )
     await in_thread(lambda: phase(kube, "cancelled") == "Cancelled", "Cancelled")
     assert where(await log_dirs(kafka), 2, bulk, 0) == {"current": here}  # no future copy
-    assert COPY_THROTTLE not in await broker_configs(kafka, 2)
+    await wait_until(lambda: _has(COPY_THROTTLE, None, kafka, 2), "no throttle on broker 2")
     status = (kube.get("logdirmove", "cancelled") or {})["status"]
     assert [r["state"] for r in status["replicas"]] == ["Cancelled"]
 
@@ -267,6 +268,12 @@ async def _throttled_then_cancelled(kube: Kube, kafka: KafkaCluster) -> None:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def _has(key: str, value: str | None, kafka: KafkaCluster, broker: int) -> bool:
+    """The broker's config ``key`` is ``value`` (None: not set). Configs reach the broker's
+    metadata a moment after the call that set them: tests read them back by condition."""
+    return (await broker_configs(kafka, broker)).get(key) == value
 
 
 async def _no(key: str, configs: Any) -> bool:
@@ -300,7 +307,9 @@ async def _drain(kube: Kube, kafka: KafkaCluster) -> None:
         return d.cordoned is True
 
     await wait_until(cordoned_while_draining, "broker 3's dir cordoned")
-    assert (await broker_configs(kafka, 3)).get(CORDONED_LOG_DIRS) == drained.path
+    await wait_until(
+        lambda: _has(CORDONED_LOG_DIRS, drained.path, kafka, 3), "cordoned.log.dirs on broker 3"
+    )
     await in_thread(lambda: phase(kube, "drain") == "Succeeded", "drain Succeeded")
     cond = kube.condition("logdirmove", "drain", "Succeeded")
     assert cond is not None and cond["reason"] == "Drained"
@@ -311,7 +320,7 @@ async def _drain(kube: Kube, kafka: KafkaCluster) -> None:
     rest = other_dir(kafka, 3, drained.path)
     for t, p in before:
         assert where(dirs, 3, t, p) == {"current": rest}
-    assert COPY_THROTTLE not in await broker_configs(kafka, 3)
+    await wait_until(lambda: _has(COPY_THROTTLE, None, kafka, 3), "no throttle on broker 3")
 
     # Deleted, the LogDirMove lifts the cordon.
     kube.run("delete", "logdirmove", "drain", "-n", NS)

@@ -113,12 +113,19 @@ def test_a_throttled_move_shows_progress_cancels_and_ends_with_no_throttle_left(
         there = next(d for d in b1.dirs if d.path != here.path)
         replica = (1, topic, 0)
 
+        async def throttle() -> str | None:
+            entry = (await admin.describe_configs(ConfigKind.BROKER, "1")).get(COPY_THROTTLE)
+            return None if entry is None else entry.value
+
+        async def throttle_is(value: str | None) -> bool:
+            return await throttle() == value
+
         await ex.set_throttle(SetThrottle((1,), THROTTLE))
-        cfg = await admin.describe_configs(ConfigKind.BROKER, "1")
-        assert cfg[COPY_THROTTLE].value == str(THROTTLE)
+        # Configs reach the broker's metadata a moment after the call: read back by condition.
+        await wait_async(lambda: throttle_is(str(THROTTLE)), "the throttle set on broker 1")
 
         assert (await ex.start(Start(replica, there.path))).answer == StartAnswer.ACCEPTED
-        assert await ex.wait_for_a_move_to_end({1: [(topic, 0)]}, 1.0) is True
+        assert await ex.wait_for_a_move_to_end({1: [(topic, 0)]}, 2.0) is True
         (info,) = await ex.describe_moves(1, [(topic, 0)])
         assert info.state in (wire.MoveState.COPYING, wire.MoveState.CATCHING_UP)
         assert (info.current_log_dir, info.future_log_dir) == (here.path, there.path)
@@ -137,7 +144,7 @@ def test_a_throttled_move_shows_progress_cancels_and_ends_with_no_throttle_left(
 
         # Again, the throttle lifted: no config left, and the move ends in its target dir.
         await ex.set_throttle(SetThrottle((1,), 0))
-        assert COPY_THROTTLE not in await admin.describe_configs(ConfigKind.BROKER, "1")
+        await wait_async(lambda: throttle_is(None), "no throttle config left on broker 1")
         assert (await ex.start(Start(replica, there.path))).answer == StartAnswer.ACCEPTED
 
         async def moved() -> bool:
