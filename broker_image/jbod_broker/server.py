@@ -377,7 +377,9 @@ def _refuse_size(b: Broker, n: int, *, at_least: bool) -> None:
 
 
 def respond(model: wire.Model) -> web.Response:
-    return web.Response(body=model.model_dump_json(), content_type="application/json")
+    # Bytes, not the str: aiohttp takes bytes as they are, where a str goes through its
+    # payload registry on every answer (the same header and bytes reach the client).
+    return web.Response(body=model.model_dump_json().encode(), content_type="application/json")
 
 
 _QUERY_INT = re.compile(r"-?[0-9]{1,19}")
