@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import NamedTuple, ParamSpec, TypeAlias, TypeVar, cast
+from typing import NamedTuple, ParamSpec, TypeAlias, TypeVar
 
 from .checkpoints import (
     CheckpointError,
@@ -840,7 +840,7 @@ class Log:
         # Every slot is filled now (an error, or the append's info): the list is returned as
         # it is, without a copy that drops the Nones there are none of.
         assert None not in results and len(results) == len(requests)
-        return cast(list[AppendInfo | StorageError], results)
+        return results  # type: ignore[return-value]  # (typing.cast is a call, per append)
 
     @_follows_successor
     def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
