@@ -32,6 +32,9 @@ class BrokerMetrics:
             registry=r,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
         )
+        self._latency_children: dict[tuple[str, str, int], Histogram] = {}
+        """``latency``'s labelled children by (route, method, status), as :meth:`observe`
+        made them."""
 
         def gauge(name: str, doc: str, fn: Callable[[], float]) -> None:
             g = Gauge(name, doc, registry=r)
@@ -195,7 +198,13 @@ class BrokerMetrics:
         )
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
-        self.latency.labels(route, method, str(status)).observe(seconds)
+        # Every request comes here: the labelled child is looked up once per label set (what
+        # prometheus_client's labels() does costs a lock and its checks each time).
+        key = (route, method, status)
+        child = self._latency_children.get(key)
+        if child is None:
+            child = self._latency_children[key] = self.latency.labels(route, method, str(status))
+        child.observe(seconds)
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

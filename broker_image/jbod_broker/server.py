@@ -63,7 +63,7 @@ T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 BROKER: web.AppKey[Broker] = web.AppKey("broker")
-RESERVATION = "jbod.reservation"
+RESERVATION: web.RequestKey[Reservation] = web.RequestKey("reservation", Reservation)
 """Where a request keeps its :class:`Reservation` in the request-memory pool."""
 LOOP_SLICE_S = 0.005
 """The longest a request handler runs per-entry work before it lets the loop serve others."""
@@ -308,43 +308,32 @@ async def read_body(request: web.Request) -> bytes | bytearray:
     """
     b = request.app[BROKER]
     c = b.config
-    held: Reservation = request[RESERVATION]
-    pool = b.request_memory
+    held = request[RESERVATION]
     length = request.content_length
-    encoded = request.headers.get("Content-Encoding", "identity").lower() != "identity"
+    encoded = "Content-Encoding" in request.headers and (
+        request.headers["Content-Encoding"].lower() != "identity"
+    )
     buf = bytearray()
-
-    def refuse_size(n: int, at_least: bool) -> None:
-        size = f"{'at least ' if at_least else ''}{n} bytes"
-        if n > c.socket_request_max_bytes:
-            raise PayloadTooLargeError(
-                f"request body of {size} is larger than socket.request.max.bytes="
-                f"{c.socket_request_max_bytes}"
-            )
-        if n > pool.capacity:
-            raise PayloadTooLargeError(
-                f"request body of {size} is larger than the whole request memory pool "
-                f"(queued.max.request.bytes={pool.capacity})"
-            )
-
+    content = request.content
     if length is not None and not encoded:
-        refuse_size(length, at_least=False)
+        _refuse_size(b, length, at_least=False)
         if length == 0:
             return b""
-        await held.grow(length)
+        if not held.try_grow(length):  # the usual case takes it without a coroutine
+            await held.grow(length)
         # Most bodies are already whole in the reader's buffer (a produce request of a few
         # batches arrives with its head): take them as they are, with no deadline to arm and
         # no copy into a growing buffer. Arming asyncio.timeout costs a timer handle per
         # request, which was the largest part of issue 14's extra CPU per produced byte.
-        first = request.content.read_nowait()
+        first = content.read_nowait()
         if len(first) == length:
             return first
         buf += first
     try:
         async with asyncio.timeout(c.request_body_timeout_ms / 1000):
-            while chunk := await request.content.readany():
+            while chunk := await content.readany():
                 if length is None or encoded:
-                    refuse_size(len(buf) + len(chunk), at_least=True)
+                    _refuse_size(b, len(buf) + len(chunk), at_least=True)
                     await held.grow(len(chunk))
                 # Large buffers grow in place (realloc): no copy of what was read so far, and
                 # no single long step on the loop.
@@ -361,8 +350,29 @@ async def read_body(request: web.Request) -> bytes | bytearray:
     return buf
 
 
+def _refuse_size(b: Broker, n: int, *, at_least: bool) -> None:
+    """PayloadTooLargeError for a body of ``n`` bytes (``at_least``: so far) that the broker
+    would never read: over ``socket.request.max.bytes``, or over the whole request-memory
+    pool (it could never be reserved)."""
+    limit = b.config.socket_request_max_bytes
+    capacity = b.request_memory.capacity
+    if n <= limit and n <= capacity:
+        return
+    size = f"{'at least ' if at_least else ''}{n} bytes"
+    if n > limit:
+        raise PayloadTooLargeError(
+            f"request body of {size} is larger than socket.request.max.bytes={limit}"
+        )
+    raise PayloadTooLargeError(
+        f"request body of {size} is larger than the whole request memory pool "
+        f"(queued.max.request.bytes={capacity})"
+    )
+
+
 def respond(model: wire.Model) -> web.Response:
-    return web.Response(body=model.model_dump_json(), content_type="application/json")
+    # Bytes, not the str: aiohttp takes bytes as they are, where a str goes through its
+    # payload registry on every answer (the same header and bytes reach the client).
+    return web.Response(body=model.model_dump_json().encode(), content_type="application/json")
 
 
 _QUERY_INT = re.compile(r"-?[0-9]{1,19}")
@@ -449,7 +459,8 @@ async def middleware(request: web.Request, handler: Handler) -> web.StreamRespon
         )
         drop_frames(e)
     finally:
-        held.release()
+        if held.bytes:  # (a call saved on requests without a body)
+            held.release()
     if request.body_exists and not request.content.is_eof():
         # Answered before its body was read (refused, or timed out): the rest is not read
         # either. The connection closes after this answer (server_options: no lingering).

@@ -148,6 +148,34 @@ def test_a_reservation_grows_and_is_released_once() -> None:
     run(body)
 
 
+def test_taking_without_waiting_keeps_the_arrival_order() -> None:
+    """The produce path's synchronous try (no coroutine when there is room) follows the same
+    rule as ``acquire``: it takes only what fits and never overtakes a queued waiter."""
+
+    async def body() -> None:
+        pool = RequestMemoryPool(100)
+        r = Reservation(pool)
+        assert r.try_grow(60) and r.bytes == 60 and pool.used == 60
+        assert not r.try_grow(50)  # does not fit: nothing taken
+        assert r.bytes == 60 and pool.used == 60
+        queued = asyncio.create_task(pool.acquire(50))
+        await settle()
+        assert pool.waiting == 1
+        r.release()
+        await settle()
+        assert queued.done() and pool.used == 50
+        big = asyncio.create_task(pool.acquire(60))
+        await settle()
+        assert pool.waiting == 1
+        # 10 bytes would fit, but the 60 waiting ahead comes first.
+        assert not pool.try_acquire(10) and pool.used == 50
+        pool.release(50)
+        await settle()
+        assert big.done() and pool.used == 60 and pool.try_acquire(40) and pool.used == 100
+
+    run(body)
+
+
 def test_releasing_more_than_reserved_is_a_bug() -> None:
     pool = RequestMemoryPool(100)
     with pytest.raises(RuntimeError, match="only 0 are reserved"):

@@ -202,6 +202,13 @@ def fsync_dir(path: str) -> None:
 def pwrite_all(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
     """``pwrite`` until every byte is written: a short write (a nearly full disk) is resumed,
     so the next one raises (ENOSPC) instead of the caller counting bytes that never landed."""
+    if type(data) is not memoryview:
+        # The usual case, one call that writes everything: no view to make and slice.
+        n = os.pwrite(fd, data, pos)
+        if n == len(data):
+            return
+        data = memoryview(data)[n:]
+        pos += n
     view = memoryview(data)
     while view:
         n = os.pwrite(fd, view, pos)

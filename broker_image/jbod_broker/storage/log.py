@@ -652,7 +652,9 @@ class Log:
             )
 
     def _check_usable(self) -> None:
-        self._refuse_if_unusable()
+        # The append's guard: the usual case (nothing to refuse) costs no call.
+        if self.successor is not None or self.offline or self.closed:
+            self._refuse_if_unusable()
         self.channel.check(self.log_dir)
 
     def _io_failed(self, e: OSError, what: str) -> StorageError:
@@ -741,7 +743,7 @@ class Log:
     # -- appending ------------------------------------------------------------------------
 
     def _maybe_roll(self, incoming: int, last_offset: int, now: int) -> None:
-        seg = self.active
+        seg = self.segments[-1]  # the active segment, without the property's call (per append)
         if seg.size == 0:
             return
         if (
@@ -811,7 +813,13 @@ class Log:
                 results.append(e)
                 continue
             valid.append((i, headers))
-            idempotent = idempotent or any(h.producer_id >= 0 for h in headers)
+            if not idempotent:
+                # A loop, not any() over a generator: producer id -1 (what a non-idempotent
+                # producer sends) then costs no generator per append.
+                for h in headers:
+                    if h.producer_id >= 0:
+                        idempotent = True
+                        break
             results.append(None)  # filled in under the lock
         if not valid:
             return [r for r in results if r is not None]
@@ -869,9 +877,10 @@ class Log:
                     self.producers.update(producers)
             except OSError as e:
                 raise self._io_failed(e, "append") from e
-        done = [r for r in results if r is not None]
-        assert len(done) == len(requests)
-        return done
+        # Every slot is filled now (an error, or the append's info): the list is returned as
+        # it is, without a copy that drops the Nones there are none of.
+        assert None not in results and len(results) == len(requests)
+        return results  # type: ignore[return-value]  # (typing.cast is a call, per append)
 
     @_follows_successor
     def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
@@ -928,7 +937,7 @@ class Log:
     ) -> None:
         now = wall_ms()
         self._maybe_roll(len(data), metas[-1][0], now)
-        self.active.append(data, metas)
+        self.segments[-1].append(data, metas)  # the active segment (may be new after the roll)
         if self.config.flush_messages is not None:
             self._unflushed_records += records
             if self._unflushed_records >= self.config.flush_messages:

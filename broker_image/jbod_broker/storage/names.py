@@ -14,6 +14,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from .errors import InvalidTopicError
 
@@ -119,8 +120,11 @@ def validate_partition(partition: int) -> None:
         raise InvalidTopicError(f"partition {partition} is out of range [0, 2^31-1]")
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
+class TopicPartition(NamedTuple):
+    """A partition's name. A named tuple, not a dataclass: every produce and fetch looks it
+    up in several dicts, and a tuple's hash and equality run in C where a dataclass's are
+    Python calls (9 hashes per produce request; issue 14's throughput)."""
+
     topic: str
     partition: int
 
