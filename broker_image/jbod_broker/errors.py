@@ -78,6 +78,7 @@ __all__ = [
     "NotEnoughReplicasAfterAppendError",
     "NotEnoughReplicasError",
     "NotLeaderOrFollowerError",
+    "OffsetNotAvailableError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "PayloadTooLargeError",
@@ -104,6 +105,15 @@ class InvalidConfigError(KafkaError):
 
 class NotLeaderOrFollowerError(KafkaError):
     kafka_error = "NOT_LEADER_OR_FOLLOWER"
+
+
+class OffsetNotAvailableError(KafkaError):
+    """Kafka's OFFSET_NOT_AVAILABLE (retriable): a new leader whose high watermark has not yet
+    reached the start of its own epoch cannot name its log end to a client: its HW may still
+    lie below offsets the previous leader acknowledged, and a consumer reading "to the end"
+    would stop short of acknowledged records."""
+
+    kafka_error = "OFFSET_NOT_AVAILABLE"
 
 
 class FencedLeaderEpochError(KafkaError):
@@ -168,6 +178,7 @@ HTTP_STATUS: list[tuple[type[KafkaError], int]] = [
     (FencedLeaderEpochError, 409),
     (UnknownLeaderEpochError, 409),
     (NotLeaderOrFollowerError, 409),
+    (OffsetNotAvailableError, 503),
     (NotEnoughReplicasError, 503),
     (NotEnoughReplicasAfterAppendError, 503),
     (InsufficientSpaceError, 507),

@@ -41,6 +41,7 @@ from .errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     RequestTimedOutError,
     StaleControllerEpochError,
     UnknownLeaderEpochError,
@@ -605,11 +606,29 @@ class ReplicaManager:
             others = leo if others is None else min(others, leo)
         return lg.advance_high_watermark(others)
 
+    @staticmethod
+    def epoch_start_offset(p: Partition, lg: Log) -> int:
+        """Where the leader's current epoch starts: its log end when it became leader (Kafka's
+        ``leaderEpochStartOffset``), read from the epoch cache, which moves with the log."""
+        return lg.epochs.start_offset_for(p.leader_epoch)
+
+    def check_offsets_available(self, p: Partition, lg: Log) -> None:
+        """Kafka's rule for offsets asked by clients after an election: until the new leader's
+        high watermark reaches the start of its epoch, its HW may lie below offsets the previous
+        leader acknowledged, so "the end" is OFFSET_NOT_AVAILABLE (retriable), never a stale
+        offset a consumer would stop at."""
+        start = self.epoch_start_offset(p, lg)
+        if start > lg.high_watermark:
+            raise OffsetNotAvailableError(
+                f"{p.tp}: the leader's high watermark ({lg.high_watermark}) is below the start "
+                f"of its epoch {p.leader_epoch} ({start}); ask again when its followers caught up"
+            )
+
     def _maybe_expand_isr(self, p: Partition, lg: Log, replica_id: int) -> None:
         if replica_id in p.isr or p.pending_isr is not None:
             return
         st = p.followers[replica_id]
-        epoch_start = lg.epochs.end_offset_for(p.leader_epoch - 1, lg.log_end_offset)[1]
+        epoch_start = self.epoch_start_offset(p, lg)
         if st.leo >= lg.high_watermark and st.leo >= max(epoch_start, 0):
             self._change_isr(p, sorted({*p.isr, replica_id}), expand=True)
 

@@ -18,6 +18,7 @@ from jbod_broker.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     RequestTimedOutError,
     StaleControllerEpochError,
     UnknownLeaderEpochError,
@@ -322,3 +323,24 @@ async def test_a_follower_append_a_swap_redirected_takes_the_leaders_hw(
     lg = rm.logs.log_or_error(TP)
     assert retired.successor is lg
     assert (lg.log_end_offset, lg.high_watermark) == (3, 3)
+
+
+async def test_a_new_leader_names_no_end_until_its_hw_reaches_its_epoch_start(
+    tmp_path: Path,
+) -> None:
+    """Kafka's OFFSET_NOT_AVAILABLE: broker 1 follows with 3 records while its HW is 0, then
+    becomes leader (epoch 1, starting at offset 3). Until broker 2 fetches, its HW (0) lies
+    below offsets the old leader may have acknowledged: a client asking for the end must be
+    told to ask again, not be given 0 (a consumer would stop short of acknowledged records)."""
+    rm = make(tmp_path)
+    rm.leader_and_isr(lai(leader=2, isr=[1, 2]))
+    lg = rm.logs.log_or_error(TP)
+    lg.append_as_follower(rec(3))  # replicated from leader 2, the HW not yet sent
+    rm.leader_and_isr(lai(leader=1, epoch=1, isr=[1, 2], new=False))
+    p = rm.leader_partition(TP)
+    assert (lg.high_watermark, rm.epoch_start_offset(p, lg)) == (0, 3)
+    with pytest.raises(OffsetNotAvailableError, match=r"high watermark \(0\) is below"):
+        rm.check_offsets_available(p, lg)
+    follower_fetch(rm, 2, 3, epoch=1)  # broker 2 has the three: the HW reaches them
+    assert lg.high_watermark == 3
+    rm.check_offsets_available(p, lg)

@@ -449,6 +449,7 @@ def _offset_for(b: Broker, tp: TopicPartition, spec: int, epoch: int) -> tuple[i
     if spec in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return -1, lg.log_start_offset, p.leader_epoch
     if spec == LATEST_TIMESTAMP:
+        b.replicas.check_offsets_available(p, lg)
         return -1, hw, p.leader_epoch
     if spec == LATEST_TIERED_TIMESTAMP:
         return -1, -1, -1
@@ -459,6 +460,9 @@ def _offset_for(b: Broker, tp: TopicPartition, spec: int, epoch: int) -> tuple[i
     else:
         raise _InvalidTimestamp(f"{tp}: timestamp {spec} means nothing to ListOffsets")
     if found is None:
+        # Nothing at or below the HW; while the HW lags a new epoch's start, what was asked
+        # for may lie in between (Kafka: OFFSET_NOT_AVAILABLE rather than "none").
+        b.replicas.check_offsets_available(p, lg)
         return -1, -1, -1
     ts, off = found
     return ts, off, lg.epochs.epoch_for_offset(off)

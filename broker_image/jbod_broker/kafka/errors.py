@@ -34,6 +34,7 @@ from ..errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     PayloadTooLargeError,
@@ -59,6 +60,7 @@ PROTOCOL_ERRORS: list[tuple[type[KafkaError], ErrorCode]] = [
     (RequestBodyTimeoutError, ErrorCode.request_timed_out),
     (RequestTimedOutError, ErrorCode.request_timed_out),
     (OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
+    (OffsetNotAvailableError, ErrorCode.offset_not_available),
     (CorruptRecordError, ErrorCode.corrupt_message),
     # Kafka answers a batch over max.message.bytes with RecordTooLargeException's code.
     (RecordTooLargeError, ErrorCode.message_too_large),

@@ -53,6 +53,13 @@ class LeaderEpochCache:
         i = bisect.bisect_right(self._starts, offset) - 1
         return self._epochs[i] if i >= 0 else -1
 
+    def start_offset_for(self, epoch: int) -> int:
+        """Where ``epoch`` (or the latest epoch before it) starts; -1 when no entry is that old.
+        A leader's own epoch starts at its log end when it became leader (Kafka's
+        ``leaderEpochStartOffset``)."""
+        i = bisect.bisect_right(self._epochs, epoch) - 1
+        return self._starts[i] if i >= 0 else -1
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest epoch <= ``epoch``, offset where it ends) — OffsetsForLeaderEpoch.
 
