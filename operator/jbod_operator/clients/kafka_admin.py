@@ -395,6 +395,37 @@ class KafkaAdmin:
             for key, e in entries.items()
         }
 
+    # -- added for the LogDirMove adapter (issue 22) ----------------------------------------
+
+    async def alter_list_config(
+        self,
+        kind: ConfigKind,
+        name: str,
+        key: str,
+        *,
+        append: Iterable[str] = (),
+        subtract: Iterable[str] = (),
+    ) -> None:
+        """Add entries to, or remove them from, a list config (``cordoned.log.dirs``) with
+        IncrementalAlterConfigs' APPEND and SUBTRACT: the broker edits its list, so nothing
+        set by someone else between a read and a write is lost."""
+        add, drop = ",".join(append), ",".join(subtract)
+        for op, value in ((AlterConfigOp.APPEND, add), (AlterConfigOp.SUBTRACT, drop)):
+            if value:
+                await self._alter_one(kind, name, {key: (op, value)})
+
+    async def _alter_one(self, kind: ConfigKind, name: str, configs: dict[str, Any]) -> None:
+        resource = ConfigResource(ConfigResourceType[kind.value], name, configs)
+        raw = await self._call(
+            "IncrementalAlterConfigs",
+            lambda c: c.alter_configs([resource], raise_on_unknown=False, incremental=True),
+        )
+        answer = raw.get(kind.value.lower(), {}).get(name)
+        if answer != "OK":
+            m = _ERROR_TEXT.match(str(answer or ""))
+            error = _code_name(int(m.group("code"))) if m else None
+            raise KafkaAdminError("IncrementalAlterConfigs", error or "UNKNOWN", str(answer))
+
 
 def _safe_message(exc: BaseException) -> str:
     """The exception's own text, bounded: Kafka's messages name topics and brokers, never the

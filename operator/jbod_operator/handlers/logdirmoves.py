@@ -23,7 +23,7 @@ import kopf
 from ..clients.kube import LOG_DIR_MOVES, KubeClient
 from ..models import LogDirMove, LogDirMoveStatus
 from ..models.log_dir_move import FINAL_PHASES, FINAL_REPLICA_STATES
-from ..plan.execution import LogDirMoveExecutor
+from ..plan.execution import ClusterUnusable, LogDirMoveExecutor
 from ..plan.logdirmove import (
     Action,
     BrokerDirs,
@@ -81,7 +81,10 @@ async def observe(kube: KubeClient, ex: LogDirMoveExecutor, move: LogDirMove) ->
     if move.status is not None and move.status.phase in FINAL_PHASES:
         return Observed(move, now, cluster_size=None)  # nothing left to observe
     ns, cluster = move.metadata.namespace or "", move.spec.cluster_name
-    count = await ex.cluster_size()
+    try:
+        count = await ex.cluster_size()
+    except ClusterUnusable as why:
+        return Observed(move, now, cluster_size=None, cluster_problem=(why.reason, why.message))
     if count is None:
         return Observed(move, now, cluster_size=None)
     brokers: dict[int, BrokerDirs | None] = dict(await ex.describe_dirs(list(range(count))))
@@ -176,9 +179,7 @@ async def run_pass(
         return None
     ctx.require_leader()
     ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    cluster = body["spec"]["clusterName"]
-    ctrl = ctx.ensure_controller(ns, cluster)
-    ex = log_dir_moves_on(ctx.kube, ctx.pool, ns, cluster, ctrl.lock)
+    ex = await log_dir_moves_on(ctx, ns, body["spec"]["clusterName"])
     if wait_s > 0 and not await _wait_for_news(ctx, ex, ns, name, wait_s, stopped):
         return None
     async with ctx.lock(body):
@@ -238,5 +239,5 @@ async def on_move_deleted(ctx: Ctx, body: kopf.Body) -> None:
     ctx.require_leader()
     async with ctx.lock(body):
         ns, cluster = body["metadata"]["namespace"], body["spec"]["clusterName"]
-        await delete_log_dir_move(log_dir_moves_on(ctx.kube, ctx.pool, ns, cluster), dict(body))
+        await delete_log_dir_move(await log_dir_moves_on(ctx, ns, cluster), dict(body))
     ctx.forget(body)

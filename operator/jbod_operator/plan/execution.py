@@ -157,6 +157,17 @@ class LogDirMoveExecutor(Protocol):
         ...
 
 
+class ClusterUnusable(Exception):
+    """The named cluster cannot be worked on now (a BrokerCluster and a KafkaCluster of one
+    name, Kafka unreachable, its credentials missing): the pass does nothing and says why, as a
+    condition with ``reason`` and the message."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
 class RecordChanged(Exception):
     """The partition state of record changed since this pass read it: the pass stops, and the
     next one decides again from what is there."""

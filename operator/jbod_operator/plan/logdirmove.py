@@ -97,6 +97,8 @@ class Dir:
     """What moves and new replicas in flight to it still have to write (the broker's figure)."""
     headroom_bytes: int = 0
     """What the broker keeps free on it."""
+    can_cordon: bool = True
+    """Whether its broker can cordon it (ours always; Apache Kafka from 4.3, KIP-1066)."""
 
     def room_for(self, need_bytes: int) -> RoomVerdict:
         """The broker's own rule, with the figures the broker reported."""
@@ -166,6 +168,9 @@ class Observed:
     reassigning: Mapping[tuple[str, int], str] = field(default_factory=dict)
     """Partitions a PartitionReassignment is moving (the Topics' ``reassignedBy``), with its
     name; read only while this one is not planned yet."""
+    cluster_problem: tuple[str, str] | None = None
+    """(reason, message) when the named cluster cannot be worked on now (``cluster_size`` is
+    then None): two clusters of that name, Kafka unreachable, its credentials missing."""
 
 
 # -- decisions ----------------------------------------------------------------------------
@@ -528,11 +533,11 @@ def advance(obs: Observed) -> Decision:
             p.actions.append(Cordon(move.spec.drain, True))
         return p.decision()
     if obs.cluster_size is None:
-        p.set_phase(
-            Phase.PENDING,
+        reason, message = obs.cluster_problem or (
             "ClusterNotFound",
             f"BrokerCluster {move.metadata.namespace}/{move.spec.cluster_name} does not exist",
         )
+        p.set_phase(Phase.PENDING, reason, message)
         return p.decision(active=True)
     if not p.entries and not _plan(p):
         return p.decision()
@@ -576,6 +581,9 @@ def _plan(p: _Pass) -> bool:
         update={"start_time": iso(obs.now), "observed_generation": p.gen}
     )
     message = f"{len(plan)} replicas to move"
+    uncordoned = _cannot_cordon(move.spec.drain, obs.brokers)
+    if uncordoned:
+        message += f"; {uncordoned}"
     p.set_phase(Phase.PENDING, "Planned", message, event="Normal")
     if move.spec.drain is not None:
         p.actions.append(Cordon(move.spec.drain, True))
@@ -746,15 +754,34 @@ def _summarize(p: _Pass) -> Decision:
         if left:
             p.finish(Phase.FAILED, "DrainNotEmpty", left)
         else:
+            uncordoned = _cannot_cordon(spec.drain, p.obs.brokers)
             p.finish(
                 Phase.SUCCEEDED,
                 "Drained",
                 f"log dir {spec.drain.log_dir} of broker {spec.drain.broker_id} "
-                "is verified empty and stays cordoned",
+                + (
+                    f"is verified empty; {uncordoned}"
+                    if uncordoned
+                    else "is verified empty and stays cordoned"
+                ),
             )
     else:
         p.finish(Phase.SUCCEEDED, "AllMoved", f"{len(p.entries)} replicas moved and verified")
     return p.decision()
+
+
+def _cannot_cordon(drain: Drain | None, brokers: Mapping[int, BrokerDirs | None]) -> str:
+    """Why the drained dir is not cordoned although asked, or "" (no drain, or it can be)."""
+    if drain is None:
+        return ""
+    bd = brokers.get(drain.broker_id)
+    d = bd.find(drain.log_dir) if bd else None
+    if d is None or d.can_cordon:
+        return ""
+    return (
+        f"broker {drain.broker_id} cannot cordon a log dir (Kafka's cordoned.log.dirs needs "
+        "4.3+): not cordoned, new replicas may still be placed there"
+    )
 
 
 def drain_left(drain: Drain, bd: BrokerDirs | None) -> str:

@@ -1,0 +1,400 @@
+"""The second adapter of ``plan.execution.LogDirMoveExecutor``: a LogDirMove on an Apache
+Kafka cluster the operator does not run (issue 22), through its Admin API.
+
+Kafka's controller and brokers execute the moves (KIP-113): the operator asks with
+AlterReplicaLogDirs and reads back with DescribeLogDirs, and keeps no state of its own on
+the Kafka side beyond the broker configs it sets and lifts (the copy throttle
+``replica.alter.log.dirs.io.max.bytes.per.second`` and, on Kafka 4.3+, ``cordoned.log.dirs``).
+Where a replica lives is Kafka's metadata (nothing to record); the plan and each replica's
+state live in the LogDirMove's status, as on our brokers.
+
+Dir names: a Kafka log dir is its absolute path (as the KafkaCluster's status lists it). A
+LogDirMove names it by that path or by the path's last component (``/disks/b/kafka-logs`` is
+``kafka-logs``; ``.../data-1`` is also ``1``, the BrokerCluster naming ``wire`` applies to
+every dir), so the spec's one field means the same on both kinds of cluster. Where two dirs
+of a broker end alike, the path is the unambiguous name.
+
+Progress: DescribeLogDirs lists a moving replica twice, the current copy and the future one
+(``is_future``); the future's size against the current one's is the progress, and the rate
+is the future's growth between two samples of one pass (the wait samples, the observation
+reads again). Kafka keeps no cancelled state: a cancel points the replica back at its
+current dir (what Kafka 4.x's reassignment tool does), which drops the future copy, and is
+confirmed by reading DescribeLogDirs until the future copy is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+
+from jbod_broker import wire
+
+from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
+from ..plan.execution import ClusterUnusable
+from ..plan.kafka_types import BrokerLogDirs, ConfigKind, LogDir
+from ..plan.logdirmove import (
+    BrokerDirs,
+    CancelMoves,
+    Cordon,
+    Dir,
+    RecordInTopic,
+    ReplicaKey,
+    Resend,
+    SetThrottle,
+    Start,
+    StartAnswer,
+    StartResult,
+)
+
+log = logging.getLogger(__name__)
+
+COPY_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
+"""Kafka's per-broker rate limit of the copies between its log dirs (KIP-113)."""
+
+CORDONED_LOG_DIRS = "cordoned.log.dirs"
+"""Kafka 4.3's (KIP-1066) per-broker list of dirs no new replica is placed in."""
+
+NOT_THERE_YET = "REPLICA_NOT_AVAILABLE"
+"""AlterReplicaLogDirs' answer for a replica its broker does not host (yet)."""
+
+Sample = tuple[float, int]
+"""(monotonic seconds, the future copy's bytes)."""
+
+
+# -- the pure mapping: DescribeLogDirs -> the plan's observed models -------------------------
+
+
+def kafka_dir(d: LogDir) -> Dir:
+    """One Kafka log dir as the plan sees a dir. Kafka reports no reservation nor headroom
+    (its free bytes already count what the copies wrote); a broker older than KIP-1066
+    reports no cordon (``None``): not cordoned, and it cannot be."""
+    return Dir(
+        name=wire.log_dir_short_name(d.path),
+        path=d.path,
+        live=d.error is None,
+        cordoned=bool(d.cordoned),
+        usable_bytes=d.usable_bytes or 0,
+        replicas={(r.topic, r.partition): r.size_bytes for r in d.replicas if not r.is_future},
+        futures=frozenset((r.topic, r.partition) for r in d.replicas if r.is_future),
+        total_bytes=d.total_bytes or 0,
+        can_cordon=d.cordoned is not None,
+    )
+
+
+def kafka_broker_dirs(read: BrokerLogDirs) -> BrokerDirs:
+    return BrokerDirs(read.broker_id, tuple(kafka_dir(d) for d in read.dirs))
+
+
+def move_progress(
+    read: BrokerLogDirs,
+    replicas: Sequence[tuple[str, int]],
+    before: Mapping[tuple[str, int], Sample],
+    now: float,
+) -> list[wire.ReplicaLogDirInfo]:
+    """How each replica's move stands on this broker, from one DescribeLogDirs.
+
+    A future copy: Copying while smaller than the current one, CatchingUp once as large
+    (Kafka swaps them when the future has caught up); Failed when its dir is offline. No future
+    copy: no move (``NONE``; the plan verifies a replica already in its target dir before it
+    looks here, and asks again otherwise). The rate is the future's growth since ``before``.
+    """
+    current: dict[tuple[str, int], tuple[str, int]] = {}
+    future: dict[tuple[str, int], tuple[LogDir, int, int]] = {}
+    for d in read.dirs:
+        for r in d.replicas:
+            key = (r.topic, r.partition)
+            if r.is_future:
+                future[key] = (d, r.size_bytes, r.offset_lag)
+            else:
+                current[key] = (d.path, r.size_bytes)
+    out = []
+    for key in replicas:
+        cur_path, total = current.get(key, (None, 0))
+        if key not in future:
+            out.append(
+                wire.ReplicaLogDirInfo(
+                    topic=key[0],
+                    partition=key[1],
+                    current_log_dir=cur_path,
+                    future_log_dir=None,
+                    future_offset_lag=0,
+                    bytes_copied=0,
+                    bytes_total=total,
+                    state=wire.MoveState.NONE,
+                )
+            )
+            continue
+        fdir, copied, lag = future[key]
+        rate = 0.0
+        if key in before and now > before[key][0]:
+            rate = max(copied - before[key][1], 0) / (now - before[key][0])
+        if fdir.error is not None:
+            state, error = wire.MoveState.FAILED, f"log dir {fdir.path}: {fdir.error}"
+        else:
+            state = wire.MoveState.COPYING if copied < total else wire.MoveState.CATCHING_UP
+            error = None
+        out.append(
+            wire.ReplicaLogDirInfo(
+                topic=key[0],
+                partition=key[1],
+                current_log_dir=cur_path,
+                future_log_dir=fdir.path,
+                future_offset_lag=lag,
+                bytes_copied=copied,
+                bytes_total=max(total, copied),
+                state=state,
+                error=error,
+                rate_bytes_per_sec=float(rate),
+                eta_seconds=(max(total - copied, 0) / rate) if rate > 0 else None,
+            )
+        )
+    return out
+
+
+def futures_of(read: BrokerLogDirs) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the future copy's bytes, on this broker."""
+    return {
+        (r.topic, r.partition): r.size_bytes for d in read.dirs for r in d.replicas if r.is_future
+    }
+
+
+def start_answer(replica: ReplicaKey, error: str | None) -> StartResult:
+    """AlterReplicaLogDirs' answer for one replica as the plan reads a start."""
+    if error is None:
+        return StartResult(replica, StartAnswer.ACCEPTED)
+    if error == NOT_THERE_YET:
+        return StartResult(replica, StartAnswer.NOT_THERE_YET)
+    return StartResult(replica, StartAnswer.REFUSED, error)
+
+
+def cordon_change(d: LogDir, on: bool) -> tuple[str, ...] | None:
+    """What to append to (``on``) or subtract from ``cordoned.log.dirs``; None: nothing."""
+    if d.cordoned is None or bool(d.cordoned) == on:
+        return None
+    return (d.path,)
+
+
+# -- the adapter ------------------------------------------------------------------------------
+
+
+class KafkaLogDirMoves:
+    """A LogDirMove's steps on an Apache Kafka cluster (``plan.execution.LogDirMoveExecutor``),
+    over one KafkaCluster's :class:`KafkaAdmin` (shared with its status refresh). One serves
+    one pass: the samples the wait takes give the rates the observation reports."""
+
+    def __init__(
+        self, admin: KafkaAdmin, *, poll_s: float = 0.5, cancel_wait_s: float = 30.0
+    ) -> None:
+        self.admin = admin
+        self.poll_s = poll_s
+        self.cancel_wait_s = cancel_wait_s
+        self._live: frozenset[int] | None = None
+        self._samples: dict[ReplicaKey, Sample] = {}
+
+    async def _live_brokers(self) -> frozenset[int]:
+        if self._live is None:
+            desc = await self.admin.describe_cluster()
+            self._live = frozenset(b.broker_id for b in desc.brokers if not b.fenced)
+        return self._live
+
+    async def _read(self, broker: int) -> BrokerLogDirs | None:
+        try:
+            (read,) = await self.admin.describe_log_dirs([broker])
+        except (KafkaAdminError, ValueError) as exc:
+            log.info("DescribeLogDirs not answered", extra={"broker": broker, "error": str(exc)})
+            return None
+        return read
+
+    # -- observe ------------------------------------------------------------------------------
+
+    async def cluster_size(self) -> int | None:
+        """Kafka's broker ids are the plan's: the size covers the highest one (ids Kafka does
+        not have answer as absent brokers)."""
+        try:
+            desc = await self.admin.describe_cluster()
+        except KafkaAdminError as exc:
+            raise ClusterUnusable(
+                "KafkaUnreachable", f"Kafka's DescribeCluster failed: {exc}"
+            ) from None
+        self._live = frozenset(b.broker_id for b in desc.brokers if not b.fenced)
+        return max((b.broker_id for b in desc.brokers), default=-1) + 1
+
+    async def describe_dirs(self, brokers: Sequence[int]) -> Mapping[int, BrokerDirs | None]:
+        live = await self._live_brokers()
+        out: dict[int, BrokerDirs | None] = {}
+        for b in brokers:
+            read = await self._read(b) if b in live else None
+            out[b] = None if read is None else kafka_broker_dirs(read)
+        return out
+
+    async def describe_moves(
+        self, broker: int, replicas: Sequence[tuple[str, int]]
+    ) -> Sequence[wire.ReplicaLogDirInfo]:
+        read = await self._read(broker)
+        if read is None:
+            return []
+        before = {(t, p): s for (b, t, p), s in self._samples.items() if b == broker}
+        return move_progress(read, replicas, before, time.monotonic())
+
+    async def wait_for_a_move_to_end(
+        self, by_broker: Mapping[int, Sequence[tuple[str, int]]], wait_s: float
+    ) -> bool:
+        """Kafka has no long poll: read DescribeLogDirs every ``poll_s`` until one of these
+        future copies is gone (the move ended: swapped, or failed), or ``wait_s`` passed. The
+        first reading of each future copy is the sample the pass's rate is measured from."""
+        if not by_broker:
+            return False
+        deadline = time.monotonic() + wait_s
+        while True:
+            answered = False
+            for b, replicas in sorted(by_broker.items()):
+                read = await self._read(b)
+                if read is None:
+                    continue
+                answered = True
+                now = time.monotonic()
+                futures = futures_of(read)
+                for key in replicas:
+                    if key not in futures:
+                        return True
+                    self._samples.setdefault((b, *key), (now, futures[key]))
+            if not answered:
+                return False
+            if time.monotonic() >= deadline:
+                return True
+            await asyncio.sleep(self.poll_s)
+
+    async def reassigning(self) -> Mapping[tuple[str, int], str]:
+        """Kafka's own reassignments in flight, whoever started them."""
+        try:
+            ongoing = await self.admin.list_partition_reassignments()
+        except KafkaAdminError as exc:
+            raise ClusterUnusable(
+                "KafkaUnreachable", f"Kafka's ListPartitionReassignments failed: {exc}"
+            ) from None
+        return {(o.topic, o.partition): "(Kafka's, in flight)" for o in ongoing}
+
+    # -- act ----------------------------------------------------------------------------------
+
+    async def _alter(self, replica: ReplicaKey, target: str) -> str | None:
+        b, topic, partition = replica
+        answer = await self.admin.alter_replica_log_dirs({(topic, partition, b): target})
+        return answer.get((topic, partition, b))
+
+    async def start(self, action: Start) -> StartResult:
+        try:
+            error = await self._alter(action.replica, action.target)
+        except KafkaAdminError as exc:
+            if exc.unreachable:
+                return StartResult(action.replica, StartAnswer.BROKER_AWAY)
+            return StartResult(action.replica, StartAnswer.REFUSED, str(exc))
+        return start_answer(action.replica, error)
+
+    async def resend(self, action: Resend) -> None:
+        """Asked again (the same dir: Kafka answers without a new copy where one runs)."""
+        error = await self._alter(action.replica, action.target)
+        if error is not None:
+            raise KafkaAdminError("AlterReplicaLogDirs", error)
+
+    async def cancel(self, action: CancelMoves) -> None:
+        """Each replica with a future copy pointed back at its current dir; then DescribeLogDirs
+        read until the future copies are gone (a warning names any left)."""
+        by_broker: dict[int, list[tuple[str, int]]] = {}
+        for b, topic, partition in action.replicas:
+            by_broker.setdefault(b, []).append((topic, partition))
+        for b, keys in sorted(by_broker.items()):
+            read = await self._read(b)
+            if read is None:
+                log.warning("cancel not delivered: broker did not answer", extra={"broker": b})
+                continue
+            back = {
+                (info.topic, info.partition, b): info.current_log_dir
+                for info in move_progress(read, keys, {}, 0.0)
+                if info.future_log_dir is not None and info.current_log_dir is not None
+            }
+            if not back:
+                continue
+            try:
+                answers = await self.admin.alter_replica_log_dirs(back)
+            except KafkaAdminError as exc:
+                log.warning("cancel not delivered", extra={"broker": b, "error": str(exc)})
+                continue
+            refused = {k: e for k, e in answers.items() if e is not None}
+            if refused:
+                log.warning("cancel refused", extra={"broker": b, "error": str(refused)})
+            await self._wait_futures_gone(b, [(t, p) for t, p, _ in back])
+
+    async def _wait_futures_gone(self, broker: int, keys: Sequence[tuple[str, int]]) -> None:
+        deadline = time.monotonic() + self.cancel_wait_s
+        while True:
+            read = await self._read(broker)
+            left = sorted(set(keys) & set(futures_of(read))) if read is not None else None
+            if left == []:
+                return
+            if time.monotonic() >= deadline:
+                log.warning(
+                    "future copies still there after the cancel",
+                    extra={"broker": broker, "error": str(left)},
+                )
+                return
+            await asyncio.sleep(self.poll_s)
+
+    async def set_throttle(self, action: SetThrottle) -> None:
+        """On live brokers only (KAFKA-13392: a config written for a dead broker's id is
+        applied when it returns, and nothing lifts it); 0 deletes the config."""
+        try:
+            live = await self._live_brokers()
+        except KafkaAdminError as exc:
+            log.warning("throttle not set", extra={"error": str(exc)})
+            return
+        value = str(action.rate) if action.rate > 0 else None
+        for b in action.brokers:
+            if b not in live:
+                log.warning("throttle not set: broker not live", extra={"broker": b})
+                continue
+            try:
+                await self.admin.incremental_alter_configs(
+                    ConfigKind.BROKER, str(b), {COPY_THROTTLE: value}
+                )
+            except KafkaAdminError as exc:
+                log.warning("throttle not set", extra={"broker": b, "error": str(exc)})
+
+    async def cordon(self, action: Cordon) -> None:
+        """``cordoned.log.dirs`` gets (or loses) the dir's path, on Kafka 4.3+. An older broker
+        reports no cordon flag: the drain goes on uncordoned and a warning says so."""
+        b = action.drain.broker_id
+        read = await self._read(b)
+        if read is None:
+            return
+        bd = kafka_broker_dirs(read)
+        found = bd.find(action.drain.log_dir)
+        d = next((x for x in read.dirs if found is not None and x.path == found.path), None)
+        if d is None:
+            return
+        if d.cordoned is None:
+            # Said in the LogDirMove's status too (``Dir.can_cordon``).
+            log.warning(
+                "broker cannot cordon a log dir (cordoned.log.dirs needs Kafka 4.3+): "
+                "the drain goes on uncordoned",
+                extra={"broker": b},
+            )
+            return
+        change = cordon_change(d, action.on)
+        if change is None:
+            return
+        try:
+            await self.admin.alter_list_config(
+                ConfigKind.BROKER,
+                str(b),
+                CORDONED_LOG_DIRS,
+                append=change if action.on else (),
+                subtract=() if action.on else change,
+            )
+        except KafkaAdminError as exc:
+            log.warning("cordon not changed", extra={"broker": b, "error": str(exc)})
+
+    async def record_placement(self, action: RecordInTopic) -> None:
+        """Nothing: Kafka's metadata is the state of record of where a replica lives."""
+        return None
