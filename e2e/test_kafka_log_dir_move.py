@@ -98,7 +98,10 @@ def create_topics(
                 NewTopic(
                     counted,
                     replica_assignments=COUNTED,
-                    topic_configs={"min.insync.replicas": "2"},
+                    # retention.ms=-1: CountingProducer stamps records with 2023 times
+                    # (TS0 + n), which Kafka's 7-day time retention would delete as soon as
+                    # a segment rolls, and the consumer would start past them.
+                    topic_configs={"min.insync.replicas": "2", "retention.ms": "-1"},
                 ),
                 NewTopic(bulk, replica_assignments=bulk_at),
             ],
