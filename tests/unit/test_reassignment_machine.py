@@ -1357,3 +1357,46 @@ def test_every_allowed_edge_is_taken_by_a_named_pass() -> None:
     assert set(TAKEN_BY) == set(PHASE_TRANSITIONS) | set(PARTITION_TRANSITIONS)
     for name in set(TAKEN_BY.values()):
         assert callable(globals().get(name)), name
+
+
+# -- facts Kafka needs (issue 22), shared by both adapters -------------------------------------
+
+
+def test_the_partition_limit_counts_partitions_other_reassignments_move() -> None:
+    """The partition limit is cluster-wide: one partition someone else moves leaves room for
+    one of ours under a limit of 2; the status says so."""
+    w = world()
+    pr = reassign([("t", 0, [0, 1, 3]), ("t", 1, [1, 2, 4])], maxConcurrentPartitionMovements=2)
+    obs = replace(w.observe(pr), others_in_flight=1)
+    d = advance(obs)
+    assert [(e.topic, e.partition) for e in d.status.current_batch] == [("t", 0)]
+    msg = condition(d, "Progressing")[2]
+    assert "1 partitions moved by other reassignments count against the limits" in msg
+    assert [(e.topic, e.partition) for e in advance(w.observe(pr)).status.current_batch] == [
+        T0,
+        T1,
+    ]
+
+
+def test_a_partition_at_its_target_led_by_another_replica_gets_its_preferred_leader() -> None:
+    """On Kafka a step's end keeps a leader that stays, and a cancel may leave another one
+    leading: at its goal, with its first replica in sync and live, the first replica is
+    elected (written with a new leader epoch, then told)."""
+    w = world()
+    pr = started(w, reassign([("t", 0, [3, 1, 2])]))
+    # Kafka ended the step by itself: the target in order, broker 1 still leading.
+    done = replace(w.part(T0), replicas=(3, 1, 2), isr=(1, 2, 3), leader=1, adding=(), removing=())
+    w.set_part(replace(done, target=(), reassigned_by=None, dirs=(path(3, "a"), *done.dirs[1:3])))
+    pr, d = w.step(pr)
+    (out,) = writes(d)
+    assert (out.leader, out.leader_epoch, out.replicas) == (3, 4, (3, 1, 2))
+    assert Tell("t", 0, frozenset({1, 2, 3})) in d.actions
+    w.held[3]["a"][T0] = SIZE
+    _, d = w.step(pr)
+    assert d.status.phase == P.SUCCEEDED and writes(d) == []
+    # Not while the first replica is out of the ISR: nothing to elect.
+    w2 = world()
+    pr2 = started(w2, reassign([("t", 0, [3, 1, 2])]))
+    w2.set_part(replace(done, isr=(1, 2), target=(), reassigned_by=None))
+    _, d2 = w2.step(pr2)
+    assert writes(d2) == []

@@ -134,6 +134,7 @@ async def observe(
         busy=dict(busy),
         claims=claims,
         cluster_dirs=seen.dir_names,
+        others_in_flight=parts.others_in_flight,
         liveness_known=liveness_known,
     )
 
@@ -180,9 +181,7 @@ async def run_pass(ctx: Ctx, body: kopf.Body | Mapping[str, Any]) -> Outcome | N
         fresh = await ctx.kube.get(REASSIGNMENTS, ns, meta["name"])
         if fresh is None or fresh["metadata"].get("deletionTimestamp"):
             return None
-        cluster = fresh["spec"]["clusterName"]
-        ctrl = ctx.ensure_controller(ns, cluster)
-        ex = reassignments_on(ctx.kube, ctx.pool, ctrl, ns, cluster)
+        ex = await reassignments_on(ctx, ns, fresh["spec"]["clusterName"])
         out = await reconcile_reassignment(ctx.kube, ex, fresh)
     post_events(body, out.events)
     return out
@@ -264,11 +263,8 @@ async def on_deleted(ctx: Ctx, body: kopf.Body) -> None:
         if fresh is not None:
             pr = PartitionReassignment.model_validate(fresh)
             if pr.status is not None and pr.status.phase is not None:
-                ctrl = ctx.ensure_controller(meta["namespace"], pr.spec.cluster_name)
                 cancel = {**fresh, "spec": {**fresh["spec"], "cancel": True, "rollback": False}}
-                ex = reassignments_on(
-                    ctx.kube, ctx.pool, ctrl, meta["namespace"], pr.spec.cluster_name
-                )
+                ex = await reassignments_on(ctx, meta["namespace"], pr.spec.cluster_name)
                 out = await reconcile_reassignment(ctx.kube, ex, cancel)
                 post_events(body, out.events)
                 if out.active:

@@ -223,6 +223,10 @@ class Observed:
     """Partitions another active resource moves, with that resource's kind/name."""
     cluster_dirs: tuple[str, ...] = ()
     """The BrokerCluster's log dir names."""
+    others_in_flight: int = 0
+    """Partitions other reassignments move anywhere in the cluster (other resources', and on
+    Kafka ones someone else started): they count against ``maxConcurrentPartitionMovements``,
+    which is cluster-wide."""
     liveness_known: bool = True
     """False right after the operator took over (the controller's grace period): a broker
     not heard from yet may well be up, so nothing is decided from its absence."""
@@ -658,7 +662,10 @@ def _follow(
         else:
             after = _catching_up(p, tv, pv, goal)
     elif _at(pv, goal):
-        if mine:
+        if _elect_preferred(p, pv, goal):
+            p.write(tv, _preferred(pv))
+            p.actions.append(Tell(pv.topic, pv.partition, _live_of(p, pv)))
+        elif mine:
             p.write(tv, replace(pv, reassigned_by=None, target=()))
         after = _placed(p, pv, goal)
     else:
@@ -674,6 +681,30 @@ def _follow(
 def _at(pv: PartView, goal: Goal) -> bool:
     """At its goal: the replicas in order, nothing in flight."""
     return pv.replicas == goal.replicas and not pv.adding and not pv.removing
+
+
+def _elect_preferred(p: _Pass, pv: PartView, goal: Goal) -> bool:
+    """At its goal but led by another replica than the first while the first is in sync and
+    live: the preferred leader is elected (on Kafka a step's end keeps the leader when it
+    stays, and a cancel may leave another one leading)."""
+    first = goal.replicas[0]
+    return pv.leader != first and first in pv.isr and first in p.obs.live
+
+
+def _preferred(pv: PartView) -> PartView:
+    """The entry with its first replica leading, under a new leader epoch; no step left."""
+    return replace(
+        pv,
+        leader=pv.replicas[0],
+        leader_epoch=pv.leader_epoch + 1,
+        partition_epoch=pv.partition_epoch + 1,
+        reassigned_by=None,
+        target=(),
+    )
+
+
+def _live_of(p: _Pass, pv: PartView) -> frozenset[int]:
+    return frozenset(b for b in pv.replicas if b in p.obs.live)
 
 
 def _step_view(pv: PartView, step: steps.Step, goal: Goal, name: str) -> PartView:
@@ -944,7 +975,9 @@ def _next_batch(p: _Pass, goal_of: Mapping[TP, Goal]) -> bool:
             candidates.append(steps.PlannedStep(key[0], key[1], res))
     if not candidates:
         return False
-    batch = steps.collect_batch(candidates, limits, obs.busy)
+    batch = steps.collect_batch(
+        candidates, limits, obs.busy, partitions_in_flight=obs.others_in_flight
+    )
     entries = [_start_step(p, st, goal_of[(st.topic, st.partition)]) for st in batch.steps]
     if not entries:
         return False
@@ -1212,7 +1245,9 @@ def _listed(detail: Mapping[TP, PartitionStatus]) -> list[PartitionStatus]:
 def _summary(p: _Pass, phase: Phase, counts: Mapping[str, int]) -> tuple[str, str]:
     parts = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))
     batch = f"batch {p.status.batch}" if p.status.batch else "no batch yet"
-    return phase.value, f"{parts or 'nothing to do'}; {batch}"
+    others = p.obs.others_in_flight
+    also = f"; {others} partitions moved by other reassignments count against the limits"
+    return phase.value, f"{parts or 'nothing to do'}; {batch}{also if others else ''}"
 
 
 def _totals(p: _Pass) -> tuple[int, int]:
