@@ -662,7 +662,7 @@ def _follow(
         else:
             after = _catching_up(p, tv, pv, goal)
     elif _at(pv, goal):
-        if _elect_preferred(p, pv, goal):
+        if _elect_preferred(p, pv, goal.replicas[0]):
             p.write(tv, _preferred(pv))
             p.actions.append(Tell(pv.topic, pv.partition, _live_of(p, pv)))
         elif mine:
@@ -671,6 +671,12 @@ def _follow(
     else:
         if mine and cancelling:
             p.write(tv, replace(pv, reassigned_by=None, target=()))
+        elif before in IN_FLIGHT and _elect_preferred(p, pv, pv.replicas[0]):
+            # A step that just ended with another leader than its first replica (on Kafka the
+            # leader stays when it is kept): elected now, as a shrink elects it, so the next
+            # step starts from the leader the planner counts on.
+            p.write(tv, _preferred(pv))
+            p.actions.append(Tell(pv.topic, pv.partition, _live_of(p, pv)))
         # Waiting ones are looked at again when the next batch is collected.
         after = PState.WAITING if before == PState.WAITING else PState.PENDING
         if before == PState.WAITING and key in prev:
@@ -683,11 +689,10 @@ def _at(pv: PartView, goal: Goal) -> bool:
     return pv.replicas == goal.replicas and not pv.adding and not pv.removing
 
 
-def _elect_preferred(p: _Pass, pv: PartView, goal: Goal) -> bool:
-    """At its goal but led by another replica than the first while the first is in sync and
-    live: the preferred leader is elected (on Kafka a step's end keeps the leader when it
-    stays, and a cancel may leave another one leading)."""
-    first = goal.replicas[0]
+def _elect_preferred(p: _Pass, pv: PartView, first: int) -> bool:
+    """Led by another replica than ``first`` (the first of its replicas) while that one is in
+    sync and live: the preferred leader is to be elected (on Kafka a step's end keeps the
+    leader when it stays, and a cancel may leave another one leading)."""
     return pv.leader != first and first in pv.isr and first in p.obs.live
 
 
