@@ -340,6 +340,10 @@ async def test_cancel_mid_batch_then_rollback_after_the_end(
         60,
         "the first batch in flight",
     )
+    listed = await asyncio.to_thread(
+        admin_call, kafka_jbod, lambda a: a.list_partition_reassignments()
+    )
+    assert {o.topic for o in listed} == {topic}, listed  # in flight on Kafka: the cancel undoes
     kube.run(
         "patch", "partitionreassignment", "undo", "-n", NS, "--type=merge",
         "-p", json.dumps({"spec": {"cancel": True}}),

@@ -140,9 +140,16 @@ async def observe(
 
 
 async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> None:
-    """A decision's actions in order: the partition state of record first, then the dirs
-    named, the brokers told, the dropped replicas deleted, the throttles, the metadata."""
+    """A decision's actions in order: the throttles, then the partition state of record, the
+    dirs named, the brokers told, the dropped replicas deleted, the metadata.
+
+    The throttles come first so that a step's copy is throttled from its first byte: on
+    Kafka, writing the step is submitting it, and its new replicas start fetching at once
+    (Kafka's own tool sets the throttles before it executes too)."""
     actions = list(actions)
+    for a in actions:
+        if isinstance(a, Throttle):
+            await ex.throttle(a)
     writes = [a for a in actions if isinstance(a, WritePartition)]
     await ex.write_partitions(writes)
     if any(w.view.adding for w in writes):
@@ -154,9 +161,6 @@ async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> No
     if any(w.view.adding for w in writes):
         failpoints.hit("reassignment-step-told")
     await ex.delete([a for a in actions if isinstance(a, Delete)])
-    for a in actions:
-        if isinstance(a, Throttle):
-            await ex.throttle(a)
     if writes:
         await ex.announce()
 
