@@ -55,10 +55,10 @@ class KafkaReassignments:
         does not answer is None: the plan waits for it). An unreachable cluster raises: the
         pass is retried, nothing is decided from a cluster not read."""
         desc = await self.admin.describe_cluster()
-        self.live = frozenset(b.broker_id for b in desc.brokers if not b.fenced)
+        unfenced = {b.broker_id for b in desc.brokers if not b.fenced}
         self.dirs = {}
         for b in desc.brokers:
-            if b.broker_id not in self.live:
+            if b.broker_id not in unfenced:
                 self.dirs[b.broker_id] = None
                 continue
             try:
@@ -66,6 +66,10 @@ class KafkaReassignments:
                 self.dirs[b.broker_id] = kr.broker_dirs(read)
             except (KafkaAdminError, ValueError):
                 self.dirs[b.broker_id] = None
+        # Live: unfenced and answering. A broker in its controlled shutdown stays unfenced for
+        # a while with its listener closed: a config sent to it would fail (KAFKA-13392's
+        # case), and a step to it waits, saying the broker is not live.
+        self.live = frozenset(b for b in unfenced if self.dirs.get(b) is not None)
         names = sorted({d.name for bd in self.dirs.values() if bd is not None for d in bd.dirs})
         return ClusterSeen(
             size=kr.size_of(b.broker_id for b in desc.brokers),
@@ -79,7 +83,8 @@ class KafkaReassignments:
         return self.lock
 
     async def liveness(self) -> tuple[frozenset[int], bool]:
-        """The unfenced brokers (Kafka's controller fences one that stops heartbeating)."""
+        """The unfenced brokers that answered (Kafka's controller fences one that stops
+        heartbeating)."""
         return self.live, True
 
     async def partitions(self, pr: PartitionReassignment) -> PartitionsSeen:
