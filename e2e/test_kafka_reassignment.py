@@ -44,7 +44,7 @@ with warnings.catch_warnings():  # kafka-python 3.0's import warns on Python 3.1
     from kafka import KafkaAdminClient, KafkaProducer
     from kafka.admin import NewTopic
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 NS = "kafka-reassign"
 REPO = Path(__file__).resolve().parents[1]

@@ -661,6 +661,15 @@ def _follow(
             after = _shrink(p, tv, pv, goal)
         else:
             after = _catching_up(p, tv, pv, goal)
+    elif not cancelling and before in IN_FLIGHT and _elect_preferred(p, pv, pv.replicas[0]):
+        # A step that ended with another leader than its first replica (on Kafka the leader
+        # stays when it is kept): the step ends once that replica leads, as a shrink elects
+        # it, so the next batch starts from the leaders the planner counts on.
+        p.write(tv, _preferred(pv))
+        p.actions.append(Tell(pv.topic, pv.partition, _live_of(p, pv)))
+        msg = f"electing broker {pv.replicas[0]}, its first replica, as leader"
+        _detail(p, key, pv, goal, msg, PState.REMOVING)
+        after = PState.REMOVING
     elif _at(pv, goal):
         if _elect_preferred(p, pv, goal.replicas[0]):
             p.write(tv, _preferred(pv))
@@ -671,12 +680,6 @@ def _follow(
     else:
         if mine and cancelling:
             p.write(tv, replace(pv, reassigned_by=None, target=()))
-        elif before in IN_FLIGHT and _elect_preferred(p, pv, pv.replicas[0]):
-            # A step that just ended with another leader than its first replica (on Kafka the
-            # leader stays when it is kept): elected now, as a shrink elects it, so the next
-            # step starts from the leader the planner counts on.
-            p.write(tv, _preferred(pv))
-            p.actions.append(Tell(pv.topic, pv.partition, _live_of(p, pv)))
         # Waiting ones are looked at again when the next batch is collected.
         after = PState.WAITING if before == PState.WAITING else PState.PENDING
         if before == PState.WAITING and key in prev:
@@ -1050,8 +1053,9 @@ def _recorded(p: _Pass, in_flight: Sequence[TP]) -> bool:
         pv = p.obs.topics[key[0]].partitions[key[1]]
         if e is None:
             return False
-        if pv.deleting:
-            # Shrunk (at the step's target) or undone by a cancel (back where it started).
+        if pv.deleting or not pv.in_step:
+            # Shrunk (at the step's target), undone by a cancel (back where it started), or
+            # ended with its first replica being elected.
             if list(pv.replicas) not in (e.target_brokers, e.current_brokers):
                 return False
         elif list(pv.target) != e.target_brokers:
