@@ -1408,9 +1408,8 @@ def test_a_step_that_ends_led_by_another_replica_ends_once_its_first_replica_lea
     # Led by 3 (the write applied): the batch ends, and the next step runs to the end.
     pr, decisions = w.run(pr, until=[P.SUCCEEDED])
     assert w.part(T0).replicas == (3, 1, 2) and w.part(T0).leader == 3
-    assert [e for dd in decisions for e in dd.events if e[1] == "BatchStarted"][0][2].startswith(
-        "batch 2: t-0"
-    )
+    batches = [e[2] for dd in decisions for e in dd.events if e[1] == "BatchStarted"]
+    assert batches and batches[0].startswith("batch 2: t-0"), batches
 
 
 def test_at_its_target_a_partition_led_by_another_replica_gets_its_preferred_leader() -> None:
