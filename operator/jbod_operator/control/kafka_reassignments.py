@@ -25,11 +25,16 @@ from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
 from ..models import PartitionReassignment
 from ..plan import kafka_reassignment as kr
 from ..plan.execution import ClusterSeen, PartitionsSeen
-from ..plan.kafka_types import ConfigKind
+from ..plan.kafka_types import ConfigKind, PartitionMetadata
 from ..plan.logdirmove import BrokerDirs
 from ..plan.reassignment import TP, Delete, PartView, PreferDir, Tell, Throttle, WritePartition
 
 log = logging.getLogger(__name__)
+
+REVERT_READS = 40
+REVERT_READ_PAUSE_S = 0.25
+"""How long a cancel waits, at most, for the Metadata read to show Kafka's revert before it
+restores the order (10 s; a later pass cannot do it: the cancel has ended the step)."""
 
 
 class KafkaReassignments:
@@ -54,7 +59,11 @@ class KafkaReassignments:
         """DescribeCluster, then DescribeLogDirs of each unfenced broker on its own (one that
         does not answer is None: the plan waits for it). An unreachable cluster raises: the
         pass is retried, nothing is decided from a cluster not read."""
-        desc = await self.admin.describe_cluster()
+        try:
+            desc = await self.admin.describe_cluster()
+        except KafkaAdminError:
+            await self.admin.close()  # started afresh on the next pass (see partitions)
+            raise
         unfenced = {b.broker_id for b in desc.brokers if not b.fenced}
         self.dirs = {}
         for b in desc.brokers:
@@ -88,6 +97,15 @@ class KafkaReassignments:
         return self.live, True
 
     async def partitions(self, pr: PartitionReassignment) -> PartitionsSeen:
+        try:
+            return await self._partitions(pr)
+        except KafkaAdminError:
+            # kafka-python routes some calls to the broker its metadata names controller; when
+            # that broker stopped, every such call fails until the client starts afresh.
+            await self.admin.close()
+            raise
+
+    async def _partitions(self, pr: PartitionReassignment) -> PartitionsSeen:
         self.topics = tuple(sorted({t.topic for t in pr.spec.partitions}))
         metadata = await self.admin.describe_topics(self.topics)
         ongoing = await self.admin.list_partition_reassignments()
@@ -161,11 +179,17 @@ class KafkaReassignments:
         preferred leader where that is not the leader."""
         await self._reassign(dict.fromkeys(wanted))
         topics = sorted({t for t, _ in wanted})
-        now = {
-            (t.name, p.partition): p
-            for t in await self.admin.describe_topics(topics)
-            for p in t.partitions
-        }
+        now: dict[TP, PartitionMetadata] = {}
+        for _ in range(REVERT_READS):
+            # Metadata comes from a broker's cache, which may lag the controller's revert.
+            now = {
+                (t.name, p.partition): p
+                for t in await self.admin.describe_topics(topics)
+                for p in t.partitions
+            }
+            if all(k in now and set(now[k].replicas) == set(v) for k, v in wanted.items()):
+                break
+            await asyncio.sleep(REVERT_READ_PAUSE_S)
         reorder = {
             k: list(v)
             for k, v in wanted.items()
@@ -173,8 +197,9 @@ class KafkaReassignments:
         }
         if reorder:
             await self._reassign(dict(reorder))
-        elect = [k for k, v in wanted.items() if k in now and v and now[k].leader != v[0]]
-        await self._elect(elect)
+        # Asked for every one: Kafka's controller judges against its own state (a read may
+        # lag), and one already led by its first replica answers ELECTION_NOT_NEEDED.
+        await self._elect(sorted(wanted))
 
     async def _alter_dirs(self, dirs: dict[tuple[str, int, int], str]) -> None:
         try:

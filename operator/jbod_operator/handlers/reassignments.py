@@ -218,7 +218,9 @@ async def follow(ctx: Ctx, body: kopf.Body, stopped: kopf.DaemonStopped, interva
             except StaleControllerEpochError:
                 await ctx.elector.step_down()
             except Exception:
-                log.exception("reassignment pass failed", extra={"name": body["metadata"]["name"]})
+                log.exception(
+                    "reassignment pass failed", extra={"resource": body["metadata"]["name"]}
+                )
         if out is not None and not out.active:
             at_once = 0
             await unless_stopped(_wait_for_change(ctx, body, interval), stopped)
