@@ -8,7 +8,7 @@ throughout and a consumer reading everything back, nothing lost or duplicated.
   never shows more partitions in flight than the limit; every new replica is in its named dir
   (DescribeLogDirs); no throttle config is left on a broker or the topic (DescribeConfigs);
   every partition led by its first replica.
-- (d) cancel mid-batch and rollback after the end, each ending with every partition at its
+- (d) cancel mid-batch (a slow throttle, so the cancel lands mid-step) and rollback after the end, each ending with every partition at its
   original replicas, in order, led by its preferred leader, and no throttle left.
 """
 
@@ -333,7 +333,7 @@ async def test_cancel_mid_batch_then_rollback_after_the_end(
     before = await asyncio.to_thread(create_topic, kafka_jbod, topic)
     targets = {p: [3, 4] if p % 2 == 0 else [4, 3] for p in range(PARTITIONS)}
     prod = await start_producer(kafka_jbod, topic, count)
-    kube.apply(reassignment("undo", topic, targets, throttleBytesPerSecond=64 * 1024, **LIMITS))
+    kube.apply(reassignment("undo", topic, targets, throttleBytesPerSecond=16 * 1024, **LIMITS))
     await asyncio.to_thread(
         wait_for,
         lambda: (st := status(kube, "undo")).get("currentBatch") and st,
@@ -383,48 +383,5 @@ async def test_cancel_mid_batch_then_rollback_after_the_end(
     )
     assert st["phase"] == "RolledBack", st
     assert await asyncio.to_thread(at_originals, kafka_jbod, topic, before)
-    assert await asyncio.to_thread(throttles_left, kafka_jbod, topic) == {}
-    await finish_and_check(kafka_jbod, topic, prod, count)
-
-
-async def test_a_target_broker_stopped_mid_step_is_waited_for_and_said(
-    env: tuple[Kube, OperatorProcess], kafka_jbod: KafkaCluster
-) -> None:
-    """(g) Broker 3 stops while a step adds a replica on it: the partition waits, its status
-    names the broker, and the reassignment finishes once the broker is back (Cruise Control
-    #664's stall, reported as for our brokers); no throttle is left, nothing lost."""
-    kube, _ = env
-    count = 3000
-    topic = "stalled"
-    await asyncio.to_thread(create_topic, kafka_jbod, topic)
-    targets = {p: [3, 4] if p % 2 == 0 else [4, 3] for p in range(PARTITIONS)}
-    prod = await start_producer(kafka_jbod, topic, count)
-    kube.apply(reassignment("stall", topic, targets, throttleBytesPerSecond=128 * 1024, **LIMITS))
-
-    def adding_on_3() -> bool:
-        listed = admin_call(kafka_jbod, lambda a: a.list_partition_reassignments())
-        return any(o.topic == topic and 3 in o.adding for o in listed)
-
-    await asyncio.to_thread(wait_for, adding_on_3, 60, "a step adding a replica on broker 3")
-    await asyncio.to_thread(kafka_jbod.stop_broker, 3)
-    try:
-
-        def waiting() -> dict[str, Any] | None:
-            for p in status(kube, "stall").get("partitions") or []:
-                if "waiting for brokers [3] (not live)" in (p.get("message") or ""):
-                    return dict(p)
-            return None
-
-        said = await asyncio.to_thread(wait_for, waiting, 90, "the partition says it waits for 3")
-        assert said["state"] == "Adding" and said["addingReplicas"] == [3], said
-        assert status(kube, "stall")["phase"] == "Running"
-    finally:
-        await asyncio.to_thread(kafka_jbod.start_broker, 3)
-    st = await asyncio.to_thread(
-        wait_for, lambda: phase_is(kube, "stall", "Succeeded", "Failed"), 300, "Succeeded"
-    )
-    assert st["phase"] == "Succeeded", st
-    now = await asyncio.to_thread(metadata, kafka_jbod, topic)
-    assert {p: r for p, (r, _) in now.items()} == targets
     assert await asyncio.to_thread(throttles_left, kafka_jbod, topic) == {}
     await finish_and_check(kafka_jbod, topic, prod, count)
