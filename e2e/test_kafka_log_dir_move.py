@@ -27,7 +27,12 @@ import pytest
 from jbod_operator.clients.kafka_admin import KafkaAdmin, KafkaConnection
 from jbod_operator.control.kafka_log_dir_moves import COPY_THROTTLE, CORDONED_LOG_DIRS
 from jbod_operator.plan.kafka_types import BrokerLogDirs, ConfigKind, LogDir
-from tests.integration.java_clients import JavaProducer, check_exactly_once_in_order, consume
+from tests.integration.java_clients import (
+    KEEP_COUNTED_RECORDS,
+    JavaProducer,
+    check_exactly_once_in_order,
+    consume,
+)
 from tests.kafka_jars import KafkaCluster
 from tests.kube_cluster import KubeCluster
 from tests.operator_harness import Kube, OperatorProcess, wait_for
@@ -98,10 +103,7 @@ def create_topics(
                 NewTopic(
                     counted,
                     replica_assignments=COUNTED,
-                    # retention.ms=-1: CountingProducer stamps records with 2023 times
-                    # (TS0 + n), which Kafka's 7-day time retention would delete as soon as
-                    # a segment rolls, and the consumer would start past them.
-                    topic_configs={"min.insync.replicas": "2", "retention.ms": "-1"},
+                    topic_configs={"min.insync.replicas": "2", **KEEP_COUNTED_RECORDS},
                 ),
                 NewTopic(bulk, replica_assignments=bulk_at),
             ],

@@ -30,6 +30,11 @@ from tests.kafka_jars import JAVA_SOURCES, java_command
 TS0 = 1_700_000_000_000
 """``CountingProducer.TS0``: record n carries timestamp TS0 + n."""
 
+KEEP_COUNTED_RECORDS = {"retention.ms": "-1"}
+"""The topic config a topic counted with ``CountingProducer`` needs on Apache Kafka: its
+records carry 2023 times (TS0 + n), which Kafka's 7-day time retention deletes at its next
+check, active segment included, and the consumer would then start past them."""
+
 
 @dataclass
 class Env:

@@ -16,16 +16,16 @@ from jbod_operator.control.kafka_log_dir_moves import (
     KafkaLogDirMoves,
     cordon_change,
     futures_of,
-    kafka_broker_dirs,
-    kafka_dir,
     move_progress,
     start_answer,
 )
-from jbod_operator.control.our_brokers import OurBrokersLogDirMoves
-from jbod_operator.handlers.executors import log_dir_moves_on
+from jbod_operator.control.kafka_reassignments import KafkaReassignments
+from jbod_operator.control.our_brokers import OurBrokersLogDirMoves, OurBrokersReassignments
+from jbod_operator.handlers.executors import log_dir_moves_on, reassignments_on
 from jbod_operator.models import LogDirMove
 from jbod_operator.models.log_dir_move import MovePhase, ReplicaState
 from jbod_operator.plan.execution import ClusterUnusable
+from jbod_operator.plan.kafka_dirs import kafka_broker_dirs, kafka_dir
 from jbod_operator.plan.kafka_types import BrokerLogDirs, LogDir, LogDirReplica
 from jbod_operator.plan.logdirmove import BrokerDirs, Observed, StartAnswer, advance, settle
 
@@ -246,6 +246,7 @@ class FakeCtx:
         self.kube, self.pool = kube, object()
         self.kafka_admins: dict[tuple[str, str], KafkaAdmin] = {}
         self.controllers: list[tuple[str, str]] = []
+        self.locks: dict[str, asyncio.Lock] = {}
 
     def ensure_controller(self, ns: str, name: str) -> Any:
         self.controllers.append((ns, name))
@@ -281,23 +282,50 @@ async def test_a_broker_cluster_s_moves_go_through_our_brokers() -> None:
     assert ctx.controllers == [("ns", "k")]
 
 
-async def test_two_clusters_of_one_name_do_nothing_and_say_why() -> None:
+async def test_a_kafka_cluster_s_reassignments_go_through_its_admin_client() -> None:
+    ctx = FakeCtx(FakeKube(kafka_cluster_obj()))
+    ex = await reassignments_on(ctx, "ns", "k")  # type: ignore[arg-type]
+    assert isinstance(ex, KafkaReassignments)
+    assert ex.admin is ctx.kafka_admins[("ns", "k")]
+    assert ctx.controllers == []
+    again = await reassignments_on(ctx, "ns", "k")  # type: ignore[arg-type]
+    assert isinstance(again, KafkaReassignments) and again.lock is ex.lock  # one per cluster
+
+
+async def test_a_broker_cluster_s_reassignments_go_through_our_brokers() -> None:
+    ctx = FakeCtx(FakeKube(BROKER_CLUSTER))
+    ex = await reassignments_on(ctx, "ns", "k")  # type: ignore[arg-type]
+    assert isinstance(ex, OurBrokersReassignments)
+    assert ctx.controllers == [("ns", "k")]
+
+
+async def observe_cluster(ex: Any) -> None:
+    """The first observing call of either executor kind."""
+    await (ex.cluster_size() if hasattr(ex, "cluster_size") else ex.cluster())
+
+
+EXECUTORS = [log_dir_moves_on, reassignments_on]
+
+
+@pytest.mark.parametrize("choose", EXECUTORS)
+async def test_two_clusters_of_one_name_do_nothing_and_say_why(choose: Any) -> None:
     ctx = FakeCtx(FakeKube(BROKER_CLUSTER, kafka_cluster_obj()))
-    ex = await log_dir_moves_on(ctx, "ns", "k")  # type: ignore[arg-type]
+    ex = await choose(ctx, "ns", "k")
     with pytest.raises(ClusterUnusable) as why:
-        await ex.cluster_size()
+        await observe_cluster(ex)
     assert why.value.reason == "ClusterAmbiguous"
     assert "both a BrokerCluster and a KafkaCluster are named ns/k" in why.value.message
     assert ctx.kafka_admins == {} and ctx.controllers == []
 
 
-async def test_a_kafka_cluster_whose_secret_is_missing_says_which() -> None:
+@pytest.mark.parametrize("choose", EXECUTORS)
+async def test_a_kafka_cluster_whose_secret_is_missing_says_which(choose: Any) -> None:
     ref = {"secretKeyRef": {"name": "creds", "key": "password"}}
     sasl = {"mechanism": "PLAIN", "username": ref, "password": ref}
     ctx = FakeCtx(FakeKube(kafka_cluster_obj(securityProtocol="SASL_PLAINTEXT", sasl=sasl)))
-    ex = await log_dir_moves_on(ctx, "ns", "k")  # type: ignore[arg-type]
+    ex = await choose(ctx, "ns", "k")
     with pytest.raises(ClusterUnusable) as why:
-        await ex.cluster_size()
+        await observe_cluster(ex)
     assert (why.value.reason, why.value.message) == (
         "CredentialsMissing",
         "KafkaCluster ns/k: Secret ns/creds not found",

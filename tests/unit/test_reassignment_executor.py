@@ -229,7 +229,7 @@ def one_pass(kube: OnlyOwnResources, ex: ReassignmentExecutor) -> Outcome:
     return asyncio.run(reconcile_reassignment(kube, ex, copy.deepcopy(kube.body)))  # type: ignore[arg-type]
 
 
-ORDER = ["write_partitions", "prefer_dirs", "tell", "delete", "throttle", "announce"]
+ORDER = ["throttle", "write_partitions", "prefer_dirs", "tell", "delete", "announce"]
 """The act-side methods in the order the handler calls them (``plan.reassignment``)."""
 
 

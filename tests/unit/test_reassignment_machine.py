@@ -1357,3 +1357,99 @@ def test_every_allowed_edge_is_taken_by_a_named_pass() -> None:
     assert set(TAKEN_BY) == set(PHASE_TRANSITIONS) | set(PARTITION_TRANSITIONS)
     for name in set(TAKEN_BY.values()):
         assert callable(globals().get(name)), name
+
+
+# -- facts Kafka needs (issue 22), shared by both adapters -------------------------------------
+
+
+def test_the_partition_limit_counts_partitions_other_reassignments_move() -> None:
+    """The partition limit is cluster-wide: one partition someone else moves leaves room for
+    one of ours under a limit of 2; the status says so."""
+    w = world()
+    pr = reassign([("t", 0, [0, 1, 3]), ("t", 1, [1, 2, 4])], maxConcurrentPartitionMovements=2)
+    obs = replace(w.observe(pr), others_in_flight=1)
+    d = advance(obs)
+    assert [(e.topic, e.partition) for e in d.status.current_batch] == [("t", 0)]
+    msg = condition(d, "Progressing")[2]
+    assert "1 partitions moved by other reassignments count against the limits" in msg
+    assert [(e.topic, e.partition) for e in advance(w.observe(pr)).status.current_batch] == [
+        T0,
+        T1,
+    ]
+
+
+def test_a_step_that_ends_led_by_another_replica_ends_once_its_first_replica_leads() -> None:
+    """On Kafka a step's end keeps a leader that stays (our shrink elects the target's first
+    replica): the first replica is elected (written with a new leader epoch, then told), and
+    the step ends only once it leads, so the next batch starts from the leaders the planner
+    counts on; until then the partition says why, and the election is asked again (on Kafka
+    the metadata read may lag the election)."""
+    w = world()
+    pr = started(w, reassign([("t", 0, [3, 1, 2])]))
+    (entry,) = pr.status.current_batch if pr.status else []
+    step = tuple(entry.target_brokers)
+    assert step[0] == 3 and 0 in step  # the step adds 3 first; 0 goes in the next one
+    # Kafka ended the step by itself: the step's target in order, broker 0 still leading.
+    pv = w.part(T0)
+    w.held[3]["a"][T0] = SIZE
+    ended = replace(pv, replicas=step, dirs=tuple(path(b, "a") for b in step), isr=step)
+    w.set_part(replace(ended, leader=0, adding=(), removing=(), target=(), reassigned_by=None))
+    pr, d = w.step(pr)
+    (out,) = writes(d)
+    assert (out.leader, out.leader_epoch, out.replicas) == (3, 4, step)
+    assert Tell("t", 0, frozenset(step)) in d.actions
+    assert state_of(d, T0) == S.REMOVING and d.status.phase == P.RUNNING
+    assert detail(d, T0).message == "electing broker 3, its first replica, as leader"
+    assert d.status.batch == 1 and d.events == ()
+    w.set_part(replace(w.part(T0), leader=0))  # the election not seen yet
+    pr, d = w.step(pr)
+    assert [v.leader for v in writes(d)] == [3] and state_of(d, T0) == S.REMOVING
+    assert d.status.batch == 1 and d.events == ()
+    # Led by 3 (the write applied): the batch ends, and the next step runs to the end.
+    pr, decisions = w.run(pr, until=[P.SUCCEEDED])
+    assert w.part(T0).replicas == (3, 1, 2) and w.part(T0).leader == 3
+    batches = [e[2] for dd in decisions for e in dd.events if e[1] == "BatchStarted"]
+    assert batches and batches[0].startswith("batch 2: t-0"), batches
+
+
+def test_at_its_target_a_partition_led_by_another_replica_gets_its_preferred_leader() -> None:
+    """A partition at its target whose leader is not its first replica (a cancel, a failover)
+    gets the first one elected while it is in sync and live; not when it is out of the ISR."""
+    w = world()
+    pr = reassign([("t", 0, [0, 1, 2]), ("t", 1, [3, 2, 0])])
+    w.set_part(replace(w.part(T0), leader=1))
+    d = advance(w.observe(pr))
+    elected = [v for v in writes(d) if v.key == T0]
+    assert [(v.leader, v.leader_epoch) for v in elected] == [(0, 4)]
+    assert Tell("t", 0, frozenset({0, 1, 2})) in d.actions
+    w2 = world()
+    w2.set_part(replace(w2.part(T0), leader=1, isr=(1, 2)))
+    d2 = advance(w2.observe(pr))
+    assert [v for v in writes(d2) if v.key == T0] == []
+
+
+# -- a cluster that cannot be worked on ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [
+        None,
+        ("KafkaUnreachable", "Kafka's DescribeCluster failed: NoBrokersAvailable"),
+        ("ClusterAmbiguous", "both a BrokerCluster and a KafkaCluster are named kafka/kip"),
+    ],
+)
+def test_a_cluster_missing_or_unusable_does_nothing_and_says_why(
+    problem: tuple[str, str] | None,
+) -> None:
+    """Accepted or running, a pass that could not read its cluster changes nothing (no phase,
+    no action) and names the cause in Progressing; the resource stays active."""
+    w = world()
+    new = reassign([("t", 0, [3, 1, 2])])
+    running = started(w, new)
+    reason, message = problem or ("ClusterNotFound", "BrokerCluster kip not found")
+    for pr in (new, running):
+        d = plan.advance(plan.Observed(pr, 0.0, cluster_size=None, cluster_problem=problem))
+        assert d.actions == () and d.active
+        assert d.status.phase == (pr.status.phase if pr.status else None)
+        assert condition(d, "Progressing")[1:] == (reason, message)

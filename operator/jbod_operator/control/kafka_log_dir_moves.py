@@ -33,12 +33,12 @@ from jbod_broker import wire
 
 from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
 from ..plan.execution import ClusterUnusable
+from ..plan.kafka_dirs import cluster_size_of, kafka_broker_dirs
 from ..plan.kafka_types import BrokerLogDirs, ConfigKind, LogDir
 from ..plan.logdirmove import (
     BrokerDirs,
     CancelMoves,
     Cordon,
-    Dir,
     RecordInTopic,
     ReplicaKey,
     Resend,
@@ -64,27 +64,6 @@ Sample = tuple[float, int]
 
 
 # -- the pure mapping: DescribeLogDirs -> the plan's observed models -------------------------
-
-
-def kafka_dir(d: LogDir) -> Dir:
-    """One Kafka log dir as the plan sees a dir. Kafka reports no reservation nor headroom
-    (its free bytes already count what the copies wrote); a broker older than KIP-1066
-    reports no cordon (``None``): not cordoned, and it cannot be."""
-    return Dir(
-        name=wire.log_dir_short_name(d.path),
-        path=d.path,
-        live=d.error is None,
-        cordoned=bool(d.cordoned),
-        usable_bytes=d.usable_bytes or 0,
-        replicas={(r.topic, r.partition): r.size_bytes for r in d.replicas if not r.is_future},
-        futures=frozenset((r.topic, r.partition) for r in d.replicas if r.is_future),
-        total_bytes=d.total_bytes or 0,
-        can_cordon=d.cordoned is not None,
-    )
-
-
-def kafka_broker_dirs(read: BrokerLogDirs) -> BrokerDirs:
-    return BrokerDirs(read.broker_id, tuple(kafka_dir(d) for d in read.dirs))
 
 
 def move_progress(
@@ -219,7 +198,7 @@ class KafkaLogDirMoves:
                 "KafkaUnreachable", f"Kafka's DescribeCluster failed: {exc}"
             ) from None
         self._live = frozenset(b.broker_id for b in desc.brokers if not b.fenced)
-        return max((b.broker_id for b in desc.brokers), default=-1) + 1
+        return cluster_size_of(b.broker_id for b in desc.brokers)
 
     async def describe_dirs(self, brokers: Sequence[int]) -> Mapping[int, BrokerDirs | None]:
         live = await self._live_brokers()

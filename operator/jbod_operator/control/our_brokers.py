@@ -307,7 +307,7 @@ class OurBrokersReassignments:
                     partitions=parts,
                     deleting=bool(t["metadata"].get("deletionTimestamp")),
                 )
-        return PartitionsSeen(views, dict(busy), claims)
+        return PartitionsSeen(views, dict(busy), claims, others_in_flight=len(claims))
 
     # -- act ----------------------------------------------------------------------------------
 

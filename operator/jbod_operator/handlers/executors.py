@@ -2,24 +2,36 @@
 names (issue 22): the one place that chooses.
 
 A BrokerCluster's brokers the operator controls (``control.our_brokers``). A KafkaCluster
-names a cluster the operator does not run: its LogDirMoves are executed through Kafka's Admin
-API (``control.kafka_log_dir_moves``); ``plan.execution`` maps every method to the calls it
-makes there.
+names a cluster the operator does not run: its LogDirMoves and PartitionReassignments are
+executed through Kafka's Admin API (``control.kafka_log_dir_moves``,
+``control.kafka_reassignments``); ``plan.execution`` maps every method to the calls it makes
+there. A name that is both kinds, or a KafkaCluster whose Secrets are missing, gets an executor
+that does nothing and says why (``ClusterUnusable`` when observed).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 
 from jbod_broker import wire
 
-from ..clients.brokers import BrokerPool
-from ..clients.kube import BROKER_CLUSTERS, KAFKA_CLUSTERS, KubeClient
-from ..control.cluster_controller import ClusterController
+from ..clients.kafka_admin import KafkaAdmin
+from ..clients.kube import BROKER_CLUSTERS, KAFKA_CLUSTERS
 from ..control.kafka_log_dir_moves import KafkaLogDirMoves
+from ..control.kafka_reassignments import KafkaReassignments
 from ..control.our_brokers import OurBrokersLogDirMoves, OurBrokersReassignments
 from ..models.kafka_cluster import KafkaCluster
-from ..plan.execution import ClusterUnusable, LogDirMoveExecutor, ReassignmentExecutor
+from ..models.reassignment import PartitionReassignment
+from ..plan.execution import (
+    ClusterSeen,
+    ClusterUnusable,
+    LogDirMoveExecutor,
+    PartitionsSeen,
+    ReassignmentExecutor,
+)
 from ..plan.logdirmove import (
     BrokerDirs,
     CancelMoves,
@@ -31,21 +43,22 @@ from ..plan.logdirmove import (
     StartAnswer,
     StartResult,
 )
+from ..plan.reassignment import Delete, PreferDir, Tell, Throttle, WritePartition
 from .context import Ctx
 from .kafka_clusters import CredentialsMissing, admin_for, connection_for
 
 
-async def log_dir_moves_on(ctx: Ctx, namespace: str, cluster: str) -> LogDirMoveExecutor:
-    """The executor of a LogDirMove's moves on ``cluster``: Kafka's Admin API when a
-    KafkaCluster has that name, else our brokers (their controller's lock held while a moved
-    replica is recorded in its Topic). A BrokerCluster and a KafkaCluster of one name, or a
-    KafkaCluster whose Secrets are missing: an executor that does nothing and says why."""
+async def _kafka_admin(
+    ctx: Ctx, namespace: str, cluster: str
+) -> KafkaAdmin | ClusterUnusable | None:
+    """The Admin API client of the KafkaCluster named ``cluster``; None when no KafkaCluster
+    has that name (our brokers' adapter then); why not when it cannot be worked on: a
+    BrokerCluster of the same name, or its Secrets missing."""
     kafka = await ctx.kube.get(KAFKA_CLUSTERS, namespace, cluster)
     if kafka is None:
-        ctrl = ctx.ensure_controller(namespace, cluster)
-        return OurBrokersLogDirMoves(ctx.kube, ctx.pool, namespace, cluster, ctrl.lock)
+        return None
     if await ctx.kube.get(BROKER_CLUSTERS, namespace, cluster) is not None:
-        return Unusable(
+        return ClusterUnusable(
             "ClusterAmbiguous",
             f"both a BrokerCluster and a KafkaCluster are named {namespace}/{cluster}: "
             "nothing is done until one of them is renamed or deleted",
@@ -54,19 +67,32 @@ async def log_dir_moves_on(ctx: Ctx, namespace: str, cluster: str) -> LogDirMove
     try:
         conn = await connection_for(ctx.kube, namespace, spec)
     except CredentialsMissing as exc:
-        return Unusable("CredentialsMissing", f"KafkaCluster {namespace}/{cluster}: {exc}")
-    return KafkaLogDirMoves(await admin_for(ctx, (namespace, cluster), conn))
+        return ClusterUnusable("CredentialsMissing", f"KafkaCluster {namespace}/{cluster}: {exc}")
+    return await admin_for(ctx, (namespace, cluster), conn)
 
 
-class Unusable:
+async def log_dir_moves_on(ctx: Ctx, namespace: str, cluster: str) -> LogDirMoveExecutor:
+    """The executor of a LogDirMove's moves on ``cluster``: Kafka's Admin API when a
+    KafkaCluster has that name, else our brokers (their controller's lock held while a moved
+    replica is recorded in its Topic)."""
+    admin = await _kafka_admin(ctx, namespace, cluster)
+    if admin is None:
+        ctrl = ctx.ensure_controller(namespace, cluster)
+        return OurBrokersLogDirMoves(ctx.kube, ctx.pool, namespace, cluster, ctrl.lock)
+    if isinstance(admin, ClusterUnusable):
+        return UnusableLogDirMoves(admin)
+    return KafkaLogDirMoves(admin)
+
+
+class UnusableLogDirMoves:
     """The executor of a cluster that cannot be worked on: observing says why
     (:class:`ClusterUnusable`), acting does nothing."""
 
-    def __init__(self, reason: str, message: str) -> None:
-        self.reason, self.message = reason, message
+    def __init__(self, why: ClusterUnusable) -> None:
+        self.why = why
 
     async def cluster_size(self) -> int | None:
-        raise ClusterUnusable(self.reason, self.message)
+        raise self.why
 
     async def describe_dirs(self, brokers: Sequence[int]) -> Mapping[int, BrokerDirs | None]:
         return {}
@@ -103,9 +129,54 @@ class Unusable:
         return None
 
 
-def reassignments_on(
-    kube: KubeClient, pool: BrokerPool, ctrl: ClusterController, namespace: str, cluster: str
-) -> ReassignmentExecutor:
-    """The executor of a PartitionReassignment's steps on ``cluster``, whose controller
-    ``ctrl`` is; one executor serves one pass."""
-    return OurBrokersReassignments(kube, pool, ctrl, namespace, cluster)
+async def reassignments_on(ctx: Ctx, namespace: str, cluster: str) -> ReassignmentExecutor:
+    """The executor of one pass of a PartitionReassignment on ``cluster``: a BrokerCluster's
+    brokers through its controller; a KafkaCluster through its Admin API client, the passes
+    of the cluster's resources serialized by one lock. A name that is neither is left to our
+    brokers' adapter, which reports the cluster missing."""
+    admin = await _kafka_admin(ctx, namespace, cluster)
+    if admin is None:
+        ctrl = ctx.ensure_controller(namespace, cluster)
+        return OurBrokersReassignments(ctx.kube, ctx.pool, ctrl, namespace, cluster)
+    if isinstance(admin, ClusterUnusable):
+        return UnusableReassignments(admin)
+    lock = ctx.locks.setdefault(f"kafkacluster/{namespace}/{cluster}", asyncio.Lock())
+    return KafkaReassignments(admin, lock, cluster)
+
+
+class UnusableReassignments:
+    """The reassignment executor of a cluster that cannot be worked on: observing the cluster
+    says why (:class:`ClusterUnusable`); nothing else is reached (the plan waits)."""
+
+    def __init__(self, why: ClusterUnusable) -> None:
+        self.why = why
+
+    async def cluster(self) -> ClusterSeen | None:
+        raise self.why
+
+    def serialized(self) -> AbstractAsyncContextManager[object]:
+        return contextlib.nullcontext()
+
+    async def liveness(self) -> tuple[frozenset[int], bool]:
+        return frozenset(), False
+
+    async def partitions(self, pr: PartitionReassignment) -> PartitionsSeen:
+        raise self.why
+
+    async def write_partitions(self, writes: Sequence[WritePartition]) -> None:
+        return None
+
+    async def prefer_dirs(self, prefer: Sequence[PreferDir]) -> None:
+        return None
+
+    async def tell(self, tells: Sequence[Tell]) -> None:
+        return None
+
+    async def delete(self, deletes: Sequence[Delete]) -> None:
+        return None
+
+    async def throttle(self, action: Throttle) -> None:
+        return None
+
+    async def announce(self) -> None:
+        return None

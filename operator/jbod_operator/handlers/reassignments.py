@@ -30,7 +30,7 @@ from ..clients.kube import LOG_DIR_MOVES, REASSIGNMENTS, KubeClient
 from ..models import LogDirMove, PartitionReassignment
 from ..models.log_dir_move import FINAL_REPLICA_STATES, ReplicaState
 from ..models.reassignment import ENDED_PHASES
-from ..plan.execution import ClusterSeen, ReassignmentExecutor, RecordChanged
+from ..plan.execution import ClusterSeen, ClusterUnusable, ReassignmentExecutor, RecordChanged
 from ..plan.reassignment import (
     TP,
     Action,
@@ -67,9 +67,13 @@ async def reconcile_reassignment(
     pr = PartitionReassignment.model_validate(body)
     if pr.status is not None and pr.status.phase in ENDED_PHASES and not pr.spec.rollback:
         return Outcome(pr.status.dump())
-    seen = await ex.cluster()
+    problem: ClusterUnusable | None = None
+    try:
+        seen = await ex.cluster()
+    except ClusterUnusable as why:
+        seen, problem = None, why
     async with ex.serialized():
-        obs = await observe(kube, ex, pr, seen)
+        obs = await observe(kube, ex, pr, seen, problem)
         decision = advance(obs)
         try:
             await run_actions(ex, decision.actions)
@@ -85,14 +89,19 @@ async def reconcile_reassignment(
 
 
 async def observe(
-    kube: KubeClient, ex: ReassignmentExecutor, pr: PartitionReassignment, seen: ClusterSeen | None
+    kube: KubeClient,
+    ex: ReassignmentExecutor,
+    pr: PartitionReassignment,
+    seen: ClusterSeen | None,
+    problem: ClusterUnusable | None = None,
 ) -> Observed:
     """Everything a pass decides from: the partitions as recorded, read fresh through ``ex``
     under its lock, and the claims of the cluster's LogDirMoves and other
     PartitionReassignments, read from the API (the same for every adapter)."""
     now = time.time()
     if seen is None:
-        return Observed(pr, now, cluster_size=None)
+        why = None if problem is None else (problem.reason, problem.message)
+        return Observed(pr, now, cluster_size=None, cluster_problem=why)
     ns, cluster, me = pr.metadata.namespace or "default", pr.spec.cluster_name, pr.metadata.name
     parts = await ex.partitions(pr)
     busy: dict[int, int] = defaultdict(int, parts.busy)
@@ -134,14 +143,22 @@ async def observe(
         busy=dict(busy),
         claims=claims,
         cluster_dirs=seen.dir_names,
+        others_in_flight=parts.others_in_flight,
         liveness_known=liveness_known,
     )
 
 
 async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> None:
-    """A decision's actions in order: the partition state of record first, then the dirs
-    named, the brokers told, the dropped replicas deleted, the throttles, the metadata."""
+    """A decision's actions in order: the throttles, then the partition state of record, the
+    dirs named, the brokers told, the dropped replicas deleted, the metadata.
+
+    The throttles come first so that a step's copy is throttled from its first byte: on
+    Kafka, writing the step is submitting it, and its new replicas start fetching at once
+    (Kafka's own tool sets the throttles before it executes too)."""
     actions = list(actions)
+    for a in actions:
+        if isinstance(a, Throttle):
+            await ex.throttle(a)
     writes = [a for a in actions if isinstance(a, WritePartition)]
     await ex.write_partitions(writes)
     if any(w.view.adding for w in writes):
@@ -153,9 +170,6 @@ async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> No
     if any(w.view.adding for w in writes):
         failpoints.hit("reassignment-step-told")
     await ex.delete([a for a in actions if isinstance(a, Delete)])
-    for a in actions:
-        if isinstance(a, Throttle):
-            await ex.throttle(a)
     if writes:
         await ex.announce()
 
@@ -180,9 +194,7 @@ async def run_pass(ctx: Ctx, body: kopf.Body | Mapping[str, Any]) -> Outcome | N
         fresh = await ctx.kube.get(REASSIGNMENTS, ns, meta["name"])
         if fresh is None or fresh["metadata"].get("deletionTimestamp"):
             return None
-        cluster = fresh["spec"]["clusterName"]
-        ctrl = ctx.ensure_controller(ns, cluster)
-        ex = reassignments_on(ctx.kube, ctx.pool, ctrl, ns, cluster)
+        ex = await reassignments_on(ctx, ns, fresh["spec"]["clusterName"])
         out = await reconcile_reassignment(ctx.kube, ex, fresh)
     post_events(body, out.events)
     return out
@@ -215,7 +227,9 @@ async def follow(ctx: Ctx, body: kopf.Body, stopped: kopf.DaemonStopped, interva
             except StaleControllerEpochError:
                 await ctx.elector.step_down()
             except Exception:
-                log.exception("reassignment pass failed", extra={"name": body["metadata"]["name"]})
+                log.exception(
+                    "reassignment pass failed", extra={"resource": body["metadata"]["name"]}
+                )
         if out is not None and not out.active:
             at_once = 0
             await unless_stopped(_wait_for_change(ctx, body, interval), stopped)
@@ -264,11 +278,8 @@ async def on_deleted(ctx: Ctx, body: kopf.Body) -> None:
         if fresh is not None:
             pr = PartitionReassignment.model_validate(fresh)
             if pr.status is not None and pr.status.phase is not None:
-                ctrl = ctx.ensure_controller(meta["namespace"], pr.spec.cluster_name)
                 cancel = {**fresh, "spec": {**fresh["spec"], "cancel": True, "rollback": False}}
-                ex = reassignments_on(
-                    ctx.kube, ctx.pool, ctrl, meta["namespace"], pr.spec.cluster_name
-                )
+                ex = await reassignments_on(ctx, meta["namespace"], pr.spec.cluster_name)
                 out = await reconcile_reassignment(ctx.kube, ex, cancel)
                 post_events(body, out.events)
                 if out.active:

@@ -195,6 +195,9 @@ class PartitionsSeen:
     """Per broker: replicas being added or removed for another reassignment."""
     claims: Mapping[TP, str] = field(default_factory=dict)
     """Partitions another reassignment is moving, with its kind and name."""
+    others_in_flight: int = 0
+    """How many partitions other reassignments move anywhere in the cluster (counted against
+    the partition limit)."""
 
 
 class ReassignmentExecutor(Protocol):

@@ -210,7 +210,8 @@ class Observed:
     pr: PartitionReassignment
     now: float
     cluster_size: int | None
-    """The BrokerCluster's broker count; None when it does not exist."""
+    """The cluster's broker count (on Kafka: the highest id plus one); None when it does not
+    exist or cannot be worked on (``cluster_problem`` says why)."""
     live: frozenset[int] = frozenset()
     topics: Mapping[str, TopicView] = field(default_factory=dict)
     """By Kafka name: the Topics of the cluster that the spec names (present ones only)."""
@@ -223,9 +224,16 @@ class Observed:
     """Partitions another active resource moves, with that resource's kind/name."""
     cluster_dirs: tuple[str, ...] = ()
     """The BrokerCluster's log dir names."""
+    others_in_flight: int = 0
+    """Partitions other reassignments move anywhere in the cluster (other resources', and on
+    Kafka ones someone else started): they count against ``maxConcurrentPartitionMovements``,
+    which is cluster-wide."""
     liveness_known: bool = True
     """False right after the operator took over (the controller's grace period): a broker
     not heard from yet may well be up, so nothing is decided from its absence."""
+    cluster_problem: tuple[str, str] | None = None
+    """(reason, message) when the named cluster cannot be worked on now (``cluster_size`` is
+    then None): two clusters of that name, Kafka unreachable, its credentials missing."""
 
 
 # -- actions ------------------------------------------------------------------------------
@@ -510,23 +518,26 @@ def advance(obs: Observed) -> Decision:
     ):
         return Decision(status, (), (), False)
     if obs.cluster_size is None:
-        msg = f"BrokerCluster {pr.spec.cluster_name} not found"
-        p.status = p.status.model_copy(
-            update={"conditions": _conditions(p, phase, "ClusterNotFound", msg)}
-        )
-        return Decision(p.status, (), (), True)
+        return _cluster_unusable(p, phase)
     return _run(p, phase)
+
+
+def _cluster_unusable(p: _Pass, phase: Phase | None) -> Decision:
+    """The cluster is missing or cannot be worked on now: nothing is done, the Progressing
+    condition says why, and the resource stays active so that it is looked at again."""
+    reason, msg = p.obs.cluster_problem or (
+        "ClusterNotFound",
+        f"BrokerCluster {p.obs.pr.spec.cluster_name} not found",
+    )
+    p.status = p.status.model_copy(update={"conditions": _conditions(p, phase, reason, msg)})
+    return Decision(p.status, (), (), True)
 
 
 def _accept(p: _Pass) -> Decision:
     """The first pass: every partition checked against the cluster; the originals recorded."""
     obs = p.obs
     if obs.cluster_size is None:
-        msg = f"BrokerCluster {obs.pr.spec.cluster_name} not found"
-        p.status = p.status.model_copy(
-            update={"conditions": _conditions(p, None, "ClusterNotFound", msg)}
-        )
-        return Decision(p.status, (), (), True)
+        return _cluster_unusable(p, None)
     _, errors = goals(obs)
     if errors:
         phase = transition(PHASE_TRANSITIONS, None, Phase.FAILED)
@@ -657,8 +668,20 @@ def _follow(
             after = _shrink(p, tv, pv, goal)
         else:
             after = _catching_up(p, tv, pv, goal)
+    elif not cancelling and before in IN_FLIGHT and _elect_preferred(p, pv, pv.replicas[0]):
+        # A step that ended with another leader than its first replica (on Kafka the leader
+        # stays when it is kept): the step ends once that replica leads, as a shrink elects
+        # it, so the next batch starts from the leaders the planner counts on.
+        p.write(tv, _preferred(pv))
+        p.actions.append(Tell(pv.topic, pv.partition, _live_of(p, pv)))
+        msg = f"electing broker {pv.replicas[0]}, its first replica, as leader"
+        _detail(p, key, pv, goal, msg, PState.REMOVING)
+        after = PState.REMOVING
     elif _at(pv, goal):
-        if mine:
+        if _elect_preferred(p, pv, goal.replicas[0]):
+            p.write(tv, _preferred(pv))
+            p.actions.append(Tell(pv.topic, pv.partition, _live_of(p, pv)))
+        elif mine:
             p.write(tv, replace(pv, reassigned_by=None, target=()))
         after = _placed(p, pv, goal)
     else:
@@ -674,6 +697,29 @@ def _follow(
 def _at(pv: PartView, goal: Goal) -> bool:
     """At its goal: the replicas in order, nothing in flight."""
     return pv.replicas == goal.replicas and not pv.adding and not pv.removing
+
+
+def _elect_preferred(p: _Pass, pv: PartView, first: int) -> bool:
+    """Led by another replica than ``first`` (the first of its replicas) while that one is in
+    sync and live: the preferred leader is to be elected (on Kafka a step's end keeps the
+    leader when it stays, and a cancel may leave another one leading)."""
+    return pv.leader != first and first in pv.isr and first in p.obs.live
+
+
+def _preferred(pv: PartView) -> PartView:
+    """The entry with its first replica leading, under a new leader epoch; no step left."""
+    return replace(
+        pv,
+        leader=pv.replicas[0],
+        leader_epoch=pv.leader_epoch + 1,
+        partition_epoch=pv.partition_epoch + 1,
+        reassigned_by=None,
+        target=(),
+    )
+
+
+def _live_of(p: _Pass, pv: PartView) -> frozenset[int]:
+    return frozenset(b for b in pv.replicas if b in p.obs.live)
 
 
 def _step_view(pv: PartView, step: steps.Step, goal: Goal, name: str) -> PartView:
@@ -944,7 +990,9 @@ def _next_batch(p: _Pass, goal_of: Mapping[TP, Goal]) -> bool:
             candidates.append(steps.PlannedStep(key[0], key[1], res))
     if not candidates:
         return False
-    batch = steps.collect_batch(candidates, limits, obs.busy)
+    batch = steps.collect_batch(
+        candidates, limits, obs.busy, partitions_in_flight=obs.others_in_flight
+    )
     entries = [_start_step(p, st, goal_of[(st.topic, st.partition)]) for st in batch.steps]
     if not entries:
         return False
@@ -1012,8 +1060,9 @@ def _recorded(p: _Pass, in_flight: Sequence[TP]) -> bool:
         pv = p.obs.topics[key[0]].partitions[key[1]]
         if e is None:
             return False
-        if pv.deleting:
-            # Shrunk (at the step's target) or undone by a cancel (back where it started).
+        if pv.deleting or not pv.in_step:
+            # Shrunk (at the step's target), undone by a cancel (back where it started), or
+            # ended with its first replica being elected.
             if list(pv.replicas) not in (e.target_brokers, e.current_brokers):
                 return False
         elif list(pv.target) != e.target_brokers:
@@ -1212,7 +1261,9 @@ def _listed(detail: Mapping[TP, PartitionStatus]) -> list[PartitionStatus]:
 def _summary(p: _Pass, phase: Phase, counts: Mapping[str, int]) -> tuple[str, str]:
     parts = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))
     batch = f"batch {p.status.batch}" if p.status.batch else "no batch yet"
-    return phase.value, f"{parts or 'nothing to do'}; {batch}"
+    others = p.obs.others_in_flight
+    also = f"; {others} partitions moved by other reassignments count against the limits"
+    return phase.value, f"{parts or 'nothing to do'}; {batch}{also if others else ''}"
 
 
 def _totals(p: _Pass) -> tuple[int, int]:

@@ -1,0 +1,389 @@
+"""PartitionReassignment on Apache Kafka (issue 22): the real API server, the operator process
+and Apache Kafka 4.3 in KRaft mode (one controller, 4 brokers x 2 log dirs: the ``kafka_jbod``
+fixture), with Kafka's Java producer at acks=all (idempotent, topic min ISR 2) sending
+throughout and a consumer reading everything back, nothing lost or duplicated.
+
+- (a) 8 partitions RF 2 moved from brokers 1,2 to 3,4 with small limits and a throttle: the
+  batches the operator ran are the planner's; ListPartitionReassignments, sampled throughout,
+  never shows more partitions in flight than the limit; every new replica is in its named dir
+  (DescribeLogDirs); no throttle config is left on a broker or the topic (DescribeConfigs);
+  every partition led by its first replica.
+- (d) cancel mid-batch (a slow throttle, so the cancel lands mid-step) and rollback after the
+  end, each ending with every partition at its original replicas, in order, led by its
+  preferred leader, and no throttle left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import threading
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jbod_operator.clients.kafka_admin import KafkaAdmin, KafkaConnection
+from jbod_operator.plan import reassignment_steps as steps
+from jbod_operator.plan.kafka_types import ConfigKind
+from tests.integration.java_clients import (
+    KEEP_COUNTED_RECORDS,
+    Consumed,
+    JavaProducer,
+    check_exactly_once_in_order,
+    consume,
+)
+from tests.kafka_jars import KafkaCluster
+from tests.kube_cluster import KubeCluster
+from tests.operator_harness import Kube, OperatorProcess, wait_for
+
+with warnings.catch_warnings():  # kafka-python 3.0's import warns on Python 3.11
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka.admin import NewTopic
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+NS = "kafka-reassign"
+REPO = Path(__file__).resolve().parents[1]
+PARTITIONS = 8
+BALLAST = 1024 * 1024
+"""Bytes written to each partition before a move, so a throttled step lasts seconds."""
+THROTTLE = 512 * 1024
+"""bytes/s per broker: each step's new replica copies its partition in about 2 s."""
+THROTTLE_KEYS = {
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+}
+LIMITS = {"maxConcurrentPartitionMovements": 2, "maxConcurrentReplicaMovements": 1}
+
+
+@pytest.fixture(scope="module")
+def env(
+    kube_cluster: KubeCluster, kafka_jbod: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Kube, OperatorProcess]]:
+    work = tmp_path_factory.mktemp("kafka-reassign-e2e")
+    kube_cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
+    kube_cluster.kubectl(
+        "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
+    )
+    kube_cluster.kubectl("create", "namespace", NS, check=False)
+    kube = Kube(kube_cluster, NS)
+    op = OperatorProcess(kube_cluster, NS, str(work), env={"JBOD_OPERATOR_LEASE_NAMESPACE": NS})
+    op.start()
+    kube.apply(
+        {
+            "apiVersion": "jbod.io/v1alpha1",
+            "kind": "KafkaCluster",
+            "metadata": {"name": "jbod"},
+            "spec": {
+                "bootstrapServers": kafka_jbod.bootstrap.split(","),
+                "refreshIntervalSeconds": 5,
+            },
+        }
+    )
+    try:
+        yield kube, op
+    finally:
+        op.stop()
+        print(f"--- {op.log_path}\n{op.tail(60)}")
+
+
+def admin_call(kafka: KafkaCluster, fn: Any) -> Any:
+    async def go() -> Any:
+        admin = KafkaAdmin(KafkaConnection(tuple(kafka.bootstrap.split(","))))
+        try:
+            return await fn(admin)
+        finally:
+            await admin.close()
+
+    return asyncio.run(go())
+
+
+def create_topic(kafka: KafkaCluster, name: str) -> dict[int, list[int]]:
+    """8 partitions on brokers 1 and 2, leaders alternating, min ISR 2, 1 MiB in each."""
+    assignment = {p: [1, 2] if p % 2 == 0 else [2, 1] for p in range(PARTITIONS)}
+    client = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        client.create_topics(
+            [
+                NewTopic(
+                    name,
+                    replica_assignments=assignment,
+                    topic_configs={"min.insync.replicas": "2", **KEEP_COUNTED_RECORDS},
+                )
+            ]
+        )
+    finally:
+        client.close()
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all", linger_ms=20)
+    try:
+        for p in range(PARTITIONS):
+            for _ in range(BALLAST // 1024):
+                producer.send(name, os.urandom(512).hex().encode(), partition=p)
+        producer.flush()
+    finally:
+        producer.close()
+    return assignment
+
+
+def metadata(kafka: KafkaCluster, topic: str) -> dict[int, tuple[list[int], int | None]]:
+    (t,) = admin_call(kafka, lambda a: a.describe_topics([topic]))
+    return {p.partition: (list(p.replicas), p.leader) for p in t.partitions}
+
+
+class InFlight:
+    """ListPartitionReassignments sampled on a thread until stopped: the most partitions of
+    ``topic`` Kafka showed in flight at once."""
+
+    def __init__(self, kafka: KafkaCluster, topic: str) -> None:
+        self.client = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+        self.topic = topic
+        self.most = 0
+        self.samples = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.1):
+            now = self.client.list_partition_reassignments()
+            self.most = max(self.most, sum(1 for tp in now if tp.topic == self.topic))
+            self.samples += 1
+
+    def __enter__(self) -> InFlight:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        self.client.close()
+
+
+def reassignment(
+    name: str, topic: str, targets: dict[int, list[int]], **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "jbod.io/v1alpha1",
+        "kind": "PartitionReassignment",
+        "metadata": {"name": name},
+        "spec": {
+            "clusterName": "jbod",
+            "partitions": [
+                {
+                    "topic": topic,
+                    "partition": p,
+                    "replicas": reps,
+                    "logDirs": [str((p + i) % 2) for i in range(len(reps))],
+                }
+                for p, reps in sorted(targets.items())
+            ],
+            **spec,
+        },
+    }
+
+
+def status(kube: Kube, name: str) -> dict[str, Any]:
+    return (kube.get("partitionreassignment", name) or {}).get("status") or {}
+
+
+def phase_is(kube: Kube, name: str, *phases: str) -> dict[str, Any] | None:
+    st = status(kube, name)
+    return st if st.get("phase") in phases else None
+
+
+def batches_from_events(kube: Kube, name: str) -> list[list[tuple[str, int, list[int]]]]:
+    raw = json.loads(kube.run("get", "events", "-n", NS, "-o", "json"))
+    evs = [
+        e
+        for e in raw["items"]
+        if e["reason"] == "BatchStarted" and e["involvedObject"]["name"] == name
+    ]
+    evs.sort(key=lambda e: int(re.match(r"batch (\d+)", e["message"])[1]))  # type: ignore[index]
+    out = []
+    for e in evs:
+        entries = re.findall(r"([\w.-]+)-(\d+) \[([\d, ]*)\]->\[([\d, ]*)\]", e["message"])
+        out.append([(t, int(p), [int(x) for x in tgt.split(", ")]) for t, p, _, tgt in entries])
+    return out
+
+
+def throttles_left(kafka: KafkaCluster, topic: str) -> dict[str, list[str]]:
+    async def go(a: KafkaAdmin) -> dict[str, list[str]]:
+        out = {}
+        for b in range(1, 5):
+            got = await a.describe_configs(ConfigKind.BROKER, str(b))
+            out[f"broker {b}"] = sorted(k for k in got if k in THROTTLE_KEYS)
+        got = await a.describe_configs(ConfigKind.TOPIC, topic)
+        out[f"topic {topic}"] = sorted(k for k in got if k in THROTTLE_KEYS)
+        return {k: v for k, v in out.items() if v}
+
+    result: dict[str, list[str]] = admin_call(kafka, go)
+    return result
+
+
+def dirs_of(kafka: KafkaCluster, topic: str) -> dict[tuple[int, int], str]:
+    """(partition, broker) -> the dir name ('0' or '1') holding its current replica."""
+    out = {}
+    for b in admin_call(kafka, lambda a: a.describe_log_dirs()):
+        for d in b.dirs:
+            for r in d.replicas:
+                if r.topic == topic and not r.is_future:
+                    out[(r.partition, b.broker_id)] = d.path.rstrip("/").rsplit("data-", 1)[1]
+    return out
+
+
+async def start_producer(kafka: KafkaCluster, topic: str, count: int) -> JavaProducer:
+    p = await JavaProducer.start(kafka.bootstrap, topic, PARTITIONS, count, ["none"], pace_ms=5)
+    for _ in range(600):
+        if len(p.acks) >= 100:
+            break
+        await asyncio.sleep(0.1)
+    assert len(p.acks) >= 100, p.errors
+    return p
+
+
+async def finish_and_check(kafka: KafkaCluster, topic: str, p: JavaProducer, count: int) -> None:
+    await p.wait(240)
+    assert p.errors == []
+    assert sorted(a.n for a in p.acks) == list(range(count))
+    got: list[Consumed] = [
+        r for r in await consume(kafka.bootstrap, topic, PARTITIONS) if dict(r.headers).get("n")
+    ]
+    check_exactly_once_in_order(p.acks, got)
+    assert len(got) == count
+
+
+async def test_a_move_to_other_brokers_in_batches_within_the_limits(
+    env: tuple[Kube, OperatorProcess], kafka_jbod: KafkaCluster
+) -> None:
+    kube, _ = env
+    topic = "moved"
+    before = await asyncio.to_thread(create_topic, kafka_jbod, topic)
+    first = await asyncio.to_thread(metadata, kafka_jbod, topic)
+    leaders = {p: lead for p, (_, lead) in first.items()}
+    targets = {p: [3, 4] if p % 2 == 0 else [4, 3] for p in range(PARTITIONS)}
+    count = 4000
+    prod = await start_producer(kafka_jbod, topic, count)
+    with InFlight(kafka_jbod, topic) as sampler:
+        kube.apply(
+            reassignment("spread", topic, targets, throttleBytesPerSecond=THROTTLE, **LIMITS)
+        )
+        st = await asyncio.to_thread(
+            wait_for,
+            lambda: phase_is(kube, "spread", "Succeeded", "Failed"),
+            240,
+            "PartitionReassignment spread Succeeded",
+        )
+    assert st["phase"] == "Succeeded", st
+    assert st["counts"] == {"Done": PARTITIONS} and st["progressPercent"] == 100, st
+    # Kafka never had more of the topic's partitions in flight than the limit.
+    assert sampler.samples > 20
+    assert 0 < sampler.most <= LIMITS["maxConcurrentPartitionMovements"], sampler.most
+    # Each partition at its target in order, led by its first replica; each replica in its dir.
+    now = await asyncio.to_thread(metadata, kafka_jbod, topic)
+    assert {p: r for p, (r, _) in now.items()} == targets
+    assert {p: lead for p, (_, lead) in now.items()} == {p: t[0] for p, t in targets.items()}
+    want = {(p, b): str((p + i) % 2) for p, reps in targets.items() for i, b in enumerate(reps)}
+    got = await asyncio.to_thread(
+        wait_for,
+        lambda: (d := dirs_of(kafka_jbod, topic)) == want and d,
+        60,
+        "every replica in its named dir, the old ones deleted",
+    )
+    assert got == want
+    # The batches the operator ran are the planner's, given the same limits.
+    planned = steps.plan_all(
+        [
+            steps.PartitionMove(topic, p, tuple(before[p]), tuple(targets[p]), leaders[p])
+            for p in range(PARTITIONS)
+        ],
+        steps.Limits(
+            replica_movements=LIMITS["maxConcurrentReplicaMovements"],
+            partition_movements=LIMITS["maxConcurrentPartitionMovements"],
+            leader_movements=5,
+            moves_per_broker=5,
+        ),
+        min_isr=2,
+    )
+    expected = [[(s.topic, s.partition, list(s.step.replicas)) for s in b.steps] for b in planned]
+    assert batches_from_events(kube, "spread") == expected
+    assert st["batch"] == len(expected)
+    # No throttle left behind, on a broker or on the topic.
+    assert await asyncio.to_thread(throttles_left, kafka_jbod, topic) == {}
+    await finish_and_check(kafka_jbod, topic, prod, count)
+
+
+def at_originals(kafka: KafkaCluster, topic: str, before: dict[int, list[int]]) -> bool:
+    now = metadata(kafka, topic)
+    return all(now[p] == (reps, reps[0]) for p, reps in before.items())
+
+
+async def test_cancel_mid_batch_then_rollback_after_the_end(
+    env: tuple[Kube, OperatorProcess], kafka_jbod: KafkaCluster
+) -> None:
+    kube, _ = env
+    count = 4000
+    # Cancel while the first batch is in flight: the steps undone, every partition back at its
+    # original replicas in order (Kafka's revert may swap them) with its preferred leader.
+    topic = "cancelled"
+    before = await asyncio.to_thread(create_topic, kafka_jbod, topic)
+    targets = {p: [3, 4] if p % 2 == 0 else [4, 3] for p in range(PARTITIONS)}
+    prod = await start_producer(kafka_jbod, topic, count)
+    kube.apply(reassignment("undo", topic, targets, throttleBytesPerSecond=16 * 1024, **LIMITS))
+    await asyncio.to_thread(
+        wait_for,
+        lambda: (st := status(kube, "undo")).get("currentBatch") and st,
+        60,
+        "the first batch in flight",
+    )
+    listed = await asyncio.to_thread(
+        admin_call, kafka_jbod, lambda a: a.list_partition_reassignments()
+    )
+    assert {o.topic for o in listed} == {topic}, listed  # in flight on Kafka: the cancel undoes
+    kube.run(
+        "patch", "partitionreassignment", "undo", "-n", NS, "--type=merge",
+        "-p", json.dumps({"spec": {"cancel": True}}),
+    )  # fmt: skip
+    st = await asyncio.to_thread(
+        wait_for, lambda: phase_is(kube, "undo", "Cancelled"), 120, "Cancelled"
+    )
+    assert st["phase"] == "Cancelled", st
+    await asyncio.to_thread(
+        wait_for,
+        lambda: at_originals(kafka_jbod, topic, before),
+        60,
+        "the original replicas, in order, with their preferred leaders",
+    )
+    assert (
+        await asyncio.to_thread(admin_call, kafka_jbod, lambda a: a.list_partition_reassignments())
+        == []
+    )
+    assert await asyncio.to_thread(throttles_left, kafka_jbod, topic) == {}
+    await finish_and_check(kafka_jbod, topic, prod, count)
+
+    # Rollback after the end: walked back in steps to the originals, in order, led by each
+    # first replica.
+    topic = "rolled"
+    before = await asyncio.to_thread(create_topic, kafka_jbod, topic)
+    prod = await start_producer(kafka_jbod, topic, count)
+    kube.apply(
+        reassignment("back", topic, targets, **{**LIMITS, "maxConcurrentPartitionMovements": 4})
+    )
+    await asyncio.to_thread(wait_for, lambda: phase_is(kube, "back", "Succeeded"), 240, "Succeeded")
+    kube.run(
+        "patch", "partitionreassignment", "back", "-n", NS, "--type=merge",
+        "-p", json.dumps({"spec": {"rollback": True}}),
+    )  # fmt: skip
+    st = await asyncio.to_thread(
+        wait_for, lambda: phase_is(kube, "back", "RolledBack"), 240, "RolledBack"
+    )
+    assert st["phase"] == "RolledBack", st
+    assert await asyncio.to_thread(at_originals, kafka_jbod, topic, before)
+    assert await asyncio.to_thread(throttles_left, kafka_jbod, topic) == {}
+    await finish_and_check(kafka_jbod, topic, prod, count)

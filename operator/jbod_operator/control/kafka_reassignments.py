@@ -1,0 +1,275 @@
+"""A PartitionReassignment's steps on an Apache Kafka cluster the operator does not run: the
+second ``plan.execution.ReassignmentExecutor`` (issue 22), over ``clients.kafka_admin``.
+
+Kafka's controller executes each step; this adapter reads Kafka's metadata and its ongoing
+reassignments as the partition state of record (``plan.kafka_reassignment`` maps them, pure),
+and turns what the plan writes into Admin API requests: a step's new replicas' dirs named with
+AlterReplicaLogDirs, then AlterPartitionReassignments to the step's target; a cancelled step a
+null target, then the replica order Kafka's revert may have changed put back and the preferred
+leader elected; ElectLeaders PREFERRED where the plan elects the first replica; the throttles
+as IncrementalAlterConfigs on the live brokers and the moving topics. Kafka deletes the
+dropped replicas and tells its brokers itself, so :meth:`delete` and :meth:`announce` do
+nothing. Every request is idempotent, so a pass repeated after an operator restart repeats
+nothing that matters; a failed call is logged and the next pass tries again from what Kafka
+then reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+
+from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
+from ..models import PartitionReassignment
+from ..plan import kafka_reassignment as kr
+from ..plan.execution import ClusterSeen, ClusterUnusable, PartitionsSeen
+from ..plan.kafka_dirs import cluster_size_of, kafka_broker_dirs
+from ..plan.kafka_types import ConfigKind, PartitionMetadata
+from ..plan.logdirmove import BrokerDirs
+from ..plan.reassignment import TP, Delete, PartView, PreferDir, Tell, Throttle, WritePartition
+
+log = logging.getLogger(__name__)
+
+REVERT_READS = 40
+REVERT_READ_PAUSE_S = 0.25
+"""How long a cancel waits, at most, for the Metadata read to show Kafka's revert before it
+restores the order (10 s; a later pass cannot do it: the cancel has ended the step)."""
+
+
+class KafkaReassignments:
+    """One pass of a PartitionReassignment on a KafkaCluster: :meth:`cluster` and
+    :meth:`partitions` keep what they read, which the act-side methods compare against."""
+
+    def __init__(self, admin: KafkaAdmin, lock: asyncio.Lock, cluster: str) -> None:
+        self.admin = admin
+        self.lock = lock
+        self.cluster_name = cluster
+        self.live: frozenset[int] = frozenset()
+        self.dirs: dict[int, BrokerDirs | None] = {}
+        self.seen: dict[TP, PartView] = {}
+        self.written: dict[TP, PartView] = {}
+        self.topics: tuple[str, ...] = ()
+        self.topic_configs: dict[str, dict[str, str | None]] = {}
+        self.throttles: list[Throttle] = []
+
+    # -- observe ------------------------------------------------------------------------------
+
+    async def cluster(self) -> ClusterSeen | None:
+        """DescribeCluster, then DescribeLogDirs of each unfenced broker on its own (one that
+        does not answer is None: the plan waits for it). An unreachable cluster raises
+        :class:`ClusterUnusable`: the pass says so and decides nothing from a cluster not
+        read."""
+        try:
+            desc = await self.admin.describe_cluster()
+        except KafkaAdminError as exc:
+            await self.admin.close()  # started afresh on the next pass (see partitions)
+            raise ClusterUnusable(
+                "KafkaUnreachable", f"Kafka's DescribeCluster failed: {exc}"
+            ) from None
+        unfenced = {b.broker_id for b in desc.brokers if not b.fenced}
+        self.dirs = {}
+        for b in desc.brokers:
+            if b.broker_id not in unfenced:
+                self.dirs[b.broker_id] = None
+                continue
+            try:
+                (read,) = await self.admin.describe_log_dirs([b.broker_id])
+                self.dirs[b.broker_id] = kafka_broker_dirs(read)
+            except (KafkaAdminError, ValueError):
+                self.dirs[b.broker_id] = None
+        # Live: unfenced and answering. A broker in its controlled shutdown stays unfenced for
+        # a while with its listener closed: a config sent to it would fail (KAFKA-13392's
+        # case), and a step to it waits, saying the broker is not live.
+        self.live = frozenset(b for b in unfenced if self.dirs.get(b) is not None)
+        names = sorted({d.name for bd in self.dirs.values() if bd is not None for d in bd.dirs})
+        return ClusterSeen(
+            size=cluster_size_of(b.broker_id for b in desc.brokers),
+            dir_names=tuple(names),
+            brokers=dict(self.dirs),
+        )
+
+    def serialized(self) -> contextlib.AbstractAsyncContextManager[object]:
+        """A per-cluster lock: the passes of the cluster's resources read the reassignments in
+        flight and submit theirs one at a time, so two never both fill the same budget."""
+        return self.lock
+
+    async def liveness(self) -> tuple[frozenset[int], bool]:
+        """The unfenced brokers that answered (Kafka's controller fences one that stops
+        heartbeating)."""
+        return self.live, True
+
+    async def partitions(self, pr: PartitionReassignment) -> PartitionsSeen:
+        try:
+            return await self._partitions(pr)
+        except KafkaAdminError:
+            # kafka-python routes some calls to the broker its metadata names controller; when
+            # that broker stopped, every such call fails until the client starts afresh.
+            await self.admin.close()
+            raise
+
+    async def _partitions(self, pr: PartitionReassignment) -> PartitionsSeen:
+        self.topics = tuple(sorted({t.topic for t in pr.spec.partitions}))
+        metadata = await self.admin.describe_topics(self.topics)
+        ongoing = await self.admin.list_partition_reassignments()
+        min_isr: dict[str, int] = {}
+        self.topic_configs = {}
+        for t in metadata:
+            if t.error is not None:
+                continue
+            cfg = await self.admin.describe_configs(
+                ConfigKind.TOPIC, t.name, [kr.MIN_ISR, *kr.TOPIC_THROTTLE_KEYS]
+            )
+            isr = cfg.get(kr.MIN_ISR)
+            min_isr[t.name] = int(isr.value) if isr is not None and isr.value else 1
+            self.topic_configs[t.name] = {
+                k: (cfg[k].value or None) if k in cfg else None for k in kr.TOPIC_THROTTLE_KEYS
+            }
+        status = pr.status
+        mine = (
+            {(e.topic, e.partition): e.target_brokers for e in status.current_batch}
+            if status
+            else {}
+        )
+        adoptable: dict[TP, frozenset[int]] = {}
+        if status is not None and status.phase is not None:
+            targets = {(t.topic, t.partition): t.replicas for t in pr.spec.partitions}
+            for o in status.original or []:
+                key = (o.topic, o.partition)
+                adoptable[key] = frozenset(o.replicas) | frozenset(targets.get(key, ()))
+        read = kr.read_partitions(
+            pr.metadata.name, self.topics, metadata, ongoing, mine, adoptable, min_isr, self.dirs
+        )
+        self.seen = {
+            (name, p): pv for name, tv in read.topics.items() for p, pv in tv.partitions.items()
+        }
+        return PartitionsSeen(read.topics, read.busy, read.claims, read.others_in_flight)
+
+    # -- act ----------------------------------------------------------------------------------
+
+    async def write_partitions(self, writes: Sequence[WritePartition]) -> None:
+        self.written = {w.view.key: w.view for w in writes}
+        sub = kr.submit(writes, self.seen)
+        if sub.dirs:
+            # Before the step: a broker that does not host the replica yet remembers the dir
+            # and creates it there (it answers that the replica is not there: expected).
+            await self._alter_dirs(dict(sub.dirs))
+        if sub.targets:
+            await self._reassign({k: list(v) for k, v in sub.targets.items()})
+        if sub.cancels:
+            await self._cancel(sub.cancels)
+
+    async def _reassign(self, targets: dict[TP, list[int] | None]) -> None:
+        try:
+            answers = await self.admin.alter_partition_reassignments(targets)
+        except KafkaAdminError as e:
+            log.warning("reassignment not submitted", extra={"error": str(e)})
+            return
+        for key, err in sorted(answers.items()):
+            if err is not None and err != "NO_REASSIGNMENT_IN_PROGRESS":
+                log.warning(
+                    "reassignment refused",
+                    extra={
+                        "event": "reassign_refused",
+                        "partition": f"{key[0]}-{key[1]}",
+                        "error": err,
+                    },
+                )
+
+    async def _cancel(self, wanted: Mapping[TP, tuple[int, ...]]) -> None:
+        """Null targets (Kafka reverts each step to the replicas before it), then each
+        partition's order as it was before the step where the revert changed it, and its
+        preferred leader where that is not the leader."""
+        await self._reassign(dict.fromkeys(wanted))
+        topics = sorted({t for t, _ in wanted})
+        now: dict[TP, PartitionMetadata] = {}
+        for _ in range(REVERT_READS):
+            # Metadata comes from a broker's cache, which may lag the controller's revert.
+            now = {
+                (t.name, p.partition): p
+                for t in await self.admin.describe_topics(topics)
+                for p in t.partitions
+            }
+            if all(k in now and set(now[k].replicas) == set(v) for k, v in wanted.items()):
+                break
+            await asyncio.sleep(REVERT_READ_PAUSE_S)
+        reorder = {
+            k: list(v)
+            for k, v in wanted.items()
+            if k in now and now[k].replicas != v and set(now[k].replicas) == set(v)
+        }
+        if reorder:
+            await self._reassign(dict(reorder))
+        # Asked for every one: Kafka's controller judges against its own state (a read may
+        # lag), and one already led by its first replica answers ELECTION_NOT_NEEDED.
+        await self._elect(sorted(wanted))
+
+    async def _alter_dirs(self, dirs: dict[tuple[str, int, int], str]) -> None:
+        try:
+            answers = await self.admin.alter_replica_log_dirs(dirs)
+        except KafkaAdminError as e:
+            log.warning("log dirs not named", extra={"error": str(e)})
+            return
+        for (t, p, b), err in sorted(answers.items()):
+            if err not in (None, "REPLICA_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER"):
+                log.warning(
+                    "log dir refused",
+                    extra={
+                        "event": "log_dir_refused",
+                        "partition": f"{t}-{p}",
+                        "broker": b,
+                        "error": err,
+                    },
+                )
+
+    async def _elect(self, partitions: Sequence[TP]) -> None:
+        if not partitions:
+            return
+        try:
+            answers = await self.admin.elect_leaders(partitions)
+        except KafkaAdminError as e:
+            log.warning("preferred leaders not elected", extra={"error": str(e)})
+            return
+        for key, err in sorted(answers.items()):
+            if err is not None:
+                log.info(
+                    "preferred leader not elected",
+                    extra={"partition": f"{key[0]}-{key[1]}", "error": err},
+                )
+
+    async def prefer_dirs(self, prefer: Sequence[PreferDir]) -> None:
+        """AlterReplicaLogDirs: the retry while a new replica does not exist yet (each pass
+        asks again until the replica is in its dir), and the move of one in another dir."""
+        if prefer:
+            await self._alter_dirs({(a.topic, a.partition, a.broker): a.log_dir for a in prefer})
+
+    async def tell(self, tells: Sequence[Tell]) -> None:
+        await self._elect(
+            kr.to_elect(((t.topic, t.partition) for t in tells), self.written, self.seen)
+        )
+
+    async def delete(self, deletes: Sequence[Delete]) -> None:
+        """Nothing: Kafka's controller deletes the replicas a reassignment drops."""
+
+    async def throttle(self, action: Throttle) -> None:
+        """The broker's rates, then every moving topic's throttled replicas from all the
+        throttles of this pass so far (the plan gives one per live broker involved)."""
+        self.throttles.append(action)
+        try:
+            await self.admin.incremental_alter_configs(
+                ConfigKind.BROKER, str(action.broker), kr.broker_throttle(action)
+            )
+        except KafkaAdminError as e:
+            log.warning("throttle not set", extra={"broker": action.broker, "error": str(e)})
+        for topic, changes in kr.topic_throttles(self.throttles, self.topics).items():
+            if self.topic_configs.get(topic) == changes:
+                continue
+            try:
+                await self.admin.incremental_alter_configs(ConfigKind.TOPIC, topic, changes)
+                self.topic_configs[topic] = changes
+            except KafkaAdminError as e:
+                log.warning("throttle not set", extra={"topic": topic, "error": str(e)})
+
+    async def announce(self) -> None:
+        """Nothing: Kafka's controller publishes the metadata."""
