@@ -213,6 +213,14 @@ def batches_from_events(kube: Kube, name: str) -> list[list[tuple[str, int, list
     return out
 
 
+def events_of(kube: Kube, name: str) -> list[tuple[str, str, str]]:
+    """The resource's Events, oldest first (what an assertion shows when batches differ)."""
+    raw = json.loads(kube.run("get", "events", "-n", NS, "-o", "json"))
+    evs = [e for e in raw["items"] if e["involvedObject"]["name"] == name]
+    evs.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    return [(e.get("lastTimestamp") or "", e["reason"], e["message"]) for e in evs]
+
+
 def throttles_left(kafka: KafkaCluster, topic: str) -> dict[str, list[str]]:
     async def go(a: KafkaAdmin) -> dict[str, list[str]]:
         out = {}
@@ -312,7 +320,11 @@ async def test_a_move_to_other_brokers_in_batches_within_the_limits(
         min_isr=2,
     )
     expected = [[(s.topic, s.partition, list(s.step.replicas)) for s in b.steps] for b in planned]
-    assert batches_from_events(kube, "spread") == expected
+    ran = batches_from_events(kube, "spread")
+    if ran != expected:
+        print("batches run:", *ran, "planned:", *expected, sep="\n")
+        print("events:", *events_of(kube, "spread"), sep="\n")
+    assert ran == expected
     assert st["batch"] == len(expected)
     # No throttle left behind, on a broker or on the topic.
     assert await asyncio.to_thread(throttles_left, kafka_jbod, topic) == {}

@@ -38,6 +38,13 @@ REVERT_READ_PAUSE_S = 0.25
 restores the order (10 s; a later pass cannot do it: the cancel has ended the step)."""
 
 
+DIRS_ATTEMPTS = 2
+"""DescribeLogDirs tries per broker and pass before the broker counts as not answering."""
+
+DIRS_RETRY_PAUSE_S = 0.5
+"""The pause between them."""
+
+
 class KafkaReassignments:
     """One pass of a PartitionReassignment on a KafkaCluster: :meth:`cluster` and
     :meth:`partitions` keep what they read, which the act-side methods compare against."""
@@ -74,11 +81,7 @@ class KafkaReassignments:
             if b.broker_id not in unfenced:
                 self.dirs[b.broker_id] = None
                 continue
-            try:
-                (read,) = await self.admin.describe_log_dirs([b.broker_id])
-                self.dirs[b.broker_id] = kafka_broker_dirs(read)
-            except (KafkaAdminError, ValueError):
-                self.dirs[b.broker_id] = None
+            self.dirs[b.broker_id] = await self._broker_dirs(b.broker_id)
         # Live: unfenced and answering. A broker in its controlled shutdown stays unfenced for
         # a while with its listener closed: a config sent to it would fail (KAFKA-13392's
         # case), and a step to it waits, saying the broker is not live.
@@ -89,6 +92,24 @@ class KafkaReassignments:
             dir_names=tuple(names),
             brokers=dict(self.dirs),
         )
+
+    async def _broker_dirs(self, broker: int) -> BrokerDirs | None:
+        """One broker's DescribeLogDirs; None when it does not answer twice in a row. Once is
+        not enough to call an unfenced broker gone: a single timed-out read on a busy
+        machine made a pass plan around two live brokers as if they were down (its steps
+        then differed from the planner's)."""
+        for attempt in range(DIRS_ATTEMPTS):
+            try:
+                (read,) = await self.admin.describe_log_dirs([broker])
+                return kafka_broker_dirs(read)
+            except (KafkaAdminError, ValueError) as exc:
+                log.info(
+                    "DescribeLogDirs not answered",
+                    extra={"broker": broker, "attempt": attempt + 1, "error": str(exc)},
+                )
+                if attempt + 1 < DIRS_ATTEMPTS:
+                    await asyncio.sleep(DIRS_RETRY_PAUSE_S)
+        return None
 
     def serialized(self) -> contextlib.AbstractAsyncContextManager[object]:
         """A per-cluster lock: the passes of the cluster's resources read the reassignments in

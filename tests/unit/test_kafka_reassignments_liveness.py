@@ -1,0 +1,60 @@
+"""Which brokers a pass of the Kafka reassignment adapter counts as live: unfenced and
+answering DescribeLogDirs, where one unanswered read is retried before the broker is planned
+around (a single timeout on a busy machine made a pass treat two live brokers as down)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+import pytest
+
+from jbod_operator.clients.kafka_admin import KafkaAdminError
+from jbod_operator.control import kafka_reassignments
+from jbod_operator.control.kafka_reassignments import KafkaReassignments
+from jbod_operator.plan.kafka_types import BrokerLogDirs, ClusterDescription, KafkaBroker, LogDir
+
+
+class FlakyAdmin:
+    """DescribeCluster names brokers 1-3 (3 fenced); DescribeLogDirs of a broker fails as many
+    times as ``fails`` says, then answers."""
+
+    def __init__(self, fails: dict[int, int]) -> None:
+        self.fails = dict(fails)
+        self.asked: list[int] = []
+
+    async def describe_cluster(self) -> ClusterDescription:
+        brokers = tuple(KafkaBroker(b, "h", 9092, fenced=b == 3) for b in (1, 2, 3))
+        return ClusterDescription("c", 1, brokers)
+
+    async def describe_log_dirs(self, brokers: Iterable[int]) -> list[BrokerLogDirs]:
+        (b,) = list(brokers)
+        self.asked.append(b)
+        if self.fails.get(b, 0) > 0:
+            self.fails[b] -= 1
+            raise KafkaAdminError("DescribeLogDirs", "KafkaTimeoutError")
+        return [BrokerLogDirs(b, (LogDir(f"/k{b}/data-0", None, 100, 50, False, ()),))]
+
+    async def close(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("fails", "live"),
+    [
+        ({}, {1, 2}),
+        ({2: 1}, {1, 2}),  # one timeout: asked again, answered, live
+        ({2: 2}, {1}),  # twice: not answering, planned around
+    ],
+)
+def test_a_broker_is_live_when_unfenced_and_answering_on_a_second_try(
+    monkeypatch: pytest.MonkeyPatch, fails: dict[int, int], live: set[int]
+) -> None:
+    monkeypatch.setattr(kafka_reassignments, "DIRS_RETRY_PAUSE_S", 0.0)
+    admin = FlakyAdmin(fails)
+    ex = KafkaReassignments(admin, asyncio.Lock(), "k")  # type: ignore[arg-type]
+    seen = asyncio.run(ex.cluster())
+    assert ex.live == frozenset(live)
+    assert seen is not None and seen.size == 4
+    assert (seen.brokers[2] is None) == (2 not in live)
+    assert seen.brokers[3] is None and 3 not in admin.asked  # fenced: not asked
