@@ -20,7 +20,7 @@ from jbod_operator.control.kafka_reassignments import KafkaReassignments
 from jbod_operator.models import PartitionReassignment
 from jbod_operator.plan import kafka_reassignment as kr
 from jbod_operator.plan.kafka_types import ConfigKind
-from jbod_operator.plan.reassignment import Tell, Throttle, WritePartition
+from jbod_operator.plan.reassignment import PartView, Tell, Throttle, WritePartition
 from tests.kafka_jars import KafkaCluster
 
 with warnings.catch_warnings():  # kafka-python 3.0's import warns on Python 3.11
@@ -163,9 +163,12 @@ async def _scenario(admin: KafkaAdmin, kafka: KafkaCluster) -> None:
     back = replace(pv, replicas=(2, 1), dirs=pv.dirs[1:], adding=(), removing=(3,), target=())
     await ex.write_partitions([WritePartition(TOPIC, back)])
     assert await admin.list_partition_reassignments() == []
-    (meta,) = await admin.describe_topics([TOPIC])
-    p0 = meta.partitions[0]
-    assert (p0.replicas, p0.leader) == ((2, 1), 2)
+
+    async def as_before() -> bool:
+        (meta,) = await admin.describe_topics([TOPIC])
+        return (meta.partitions[0].replicas, meta.partitions[0].leader) == ((2, 1), 2)
+
+    await wait_until(as_before, "partition 0 back at [2, 1] led by 2 in Metadata")
 
     # Lifted: every throttle config of the pass deleted.
     ex.throttles = []
@@ -200,15 +203,23 @@ async def _scenario(admin: KafkaAdmin, kafka: KafkaCluster) -> None:
         if (r.topic, r.partition) == (TOPIC, 1)
     ]
     assert where == [path4["1"]]
-    parts = await ex.partitions(resource([]))
-    done = parts.topics[TOPIC].partitions[1]
-    assert done.replicas == (4, 2)
+
+    async def at_target() -> PartView | None:
+        # Metadata comes from a broker's cache, which follows the controller's record.
+        d = (await ex.partitions(resource([]))).topics[TOPIC].partitions[1]
+        return d if d.replicas == (4, 2) else None
+
+    done = await wait_until(at_target, "Metadata to show partition 1 at [4, 2]")
     if done.leader != 4:
         elected = replace(done, leader=4)
         await ex.write_partitions([WritePartition(TOPIC, elected)])
         await ex.tell([Tell(TOPIC, 1, frozenset({4, 2}))])
-    (meta,) = await admin.describe_topics([TOPIC])
-    assert meta.partitions[1].leader == 4
+
+    async def led_by_4() -> bool:
+        (meta,) = await admin.describe_topics([TOPIC])
+        return meta.partitions[1].leader == 4
+
+    await wait_until(led_by_4, "partition 1 led by broker 4")
 
 
 def _entry(p: int, current: list[int], target: list[int]) -> dict[str, Any]:
