@@ -18,11 +18,10 @@ import asyncio
 import contextlib
 from typing import Any
 
-from kio.index import load_response_schema
 from kio.serial import entity_reader
 
 from ..errors import KafkaError
-from .protocol import SIZE, encode_request
+from .protocol import SIZE, encode_request, response_schema
 
 
 class LeaderConnectionError(KafkaError):
@@ -79,7 +78,7 @@ class KafkaConnection:
                 f"a response frame of {size} bytes (at most {self.max_response_bytes})"
             )
         raw = await self._reader.readexactly(size)
-        response_type: type[Any] = load_response_schema(body.__api_key__, body.__version__)
+        response_type = response_schema(body.__api_key__, body.__version__)
         try:
             header, used = entity_reader(response_type.__header_schema__)(raw, 0)
             if header.correlation_id != cid:

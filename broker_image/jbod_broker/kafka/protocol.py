@@ -107,7 +107,7 @@ def parse_request(frame: bytes | bytearray | memoryview) -> Request:
         header, _ = _read(header_type, frame, 0, "ApiVersions request header")
         return Request(api_key, version, header.correlation_id, header.client_id, None)
     try:
-        request_type: type[Any] = load_request_schema(api_key, version)
+        request_type = request_schema(api_key, version)
     except KioIndexError as e:  # pragma: no cover - SUPPORTED names kio's versions only
         raise ProtocolError(str(e)) from e
     header, used = _read(request_type.__header_schema__, frame, 0, "request header")
@@ -127,14 +127,31 @@ def _read(
     return value, used
 
 
+@functools.cache
+def request_schema(api_key: int, version: int) -> type[Any]:
+    """kio's request entity of ``(api_key, version)``, looked up once: kio's index resolves
+    the module path by name on every call, about as costly as decoding a small request, and
+    every request and every follower round asks for it."""
+    schema: type[Any] = load_request_schema(api_key, version)
+    return schema
+
+
+@functools.cache
+def response_schema(api_key: int, version: int) -> type[Any]:
+    """kio's response entity of ``(api_key, version)``, looked up once (as
+    :func:`request_schema`)."""
+    schema: type[Any] = load_response_schema(api_key, version)
+    return schema
+
+
 def request_module(api_key: int, version: int) -> ModuleType:
     """kio's module of the request entities (the request and its nested types)."""
-    return sys.modules[load_request_schema(api_key, version).__module__]
+    return sys.modules[request_schema(api_key, version).__module__]
 
 
 def response_module(api_key: int, version: int) -> ModuleType:
     """kio's module of the response entities (the response and its nested types)."""
-    return sys.modules[load_response_schema(api_key, version).__module__]
+    return sys.modules[response_schema(api_key, version).__module__]
 
 
 T = TypeVar("T")
