@@ -16,19 +16,22 @@ ProducerPerformance. Each move takes every partition from brokers 1,2 to 3,4 (``
   throttle, no log dirs), driven as its users drive it (tests/kafka_reassign.py's ``execute``,
   then ``--verify`` after the move, untimed).
 - ``ours``: a PartitionReassignment of the same plan with incremental limits (``--partition-
-  movements`` 2 partitions per batch, ``--replica-movements`` 2: a partition is two KIP-435
-  steps, the new leader added and elected, then the second new replica added and both old ones
-  dropped), applied straight to the API server; the operator executes it through Kafka's Admin
-  API.
+  movements`` 4 partitions per batch, half of Kafka's 8; ``--replica-movements`` 2: a partition
+  is two KIP-435 steps, the new leader added and elected, then the second new replica added and
+  both old ones dropped; so 4 batches and 4 new replicas copying at a time against Kafka's 16),
+  applied straight to the API server; the operator executes it through Kafka's Admin API. With 2
+  per batch the move is 8 batches, and each batch boundary costs the operator a few passes
+  (``gap_s``: the time inside a move when Kafka has nothing of it in flight).
 
-Moves go back and forth on the same topic, the two sides in the order K O O K (repeated): each
-side moves each way equally often and goes first as often as the other. Back and forth rather
-than a fresh topic per round because both sides then move the very same segments (a refill per
-round would take longer than the moves and leave a deleted topic's files to be removed during the
-next move). Nothing is named for the log dirs on either side: the tool, given dirs, submits the
-reassignment before it names them, so its new replicas may be created in another dir and then
-moved within the broker, a second copy the operator (which names them first) never makes; the
-brokers' own choice keeps the move the same for both. The brokers delete a removed replica
+Moves go back and forth on the same topic, the sides in the order K O O K K O ... until each
+has ``--per-side`` moves (3; quick 2): each side moves each way about equally often and goes
+first about as often as the other. Back and forth rather than a fresh topic per round because
+both sides then move the very same segments (a refill per round would take longer than the
+moves and leave a deleted topic's files to be removed during the next move). Nothing is named
+for the log dirs on either side: the tool, given dirs, submits the reassignment before it names
+them, so its new replicas may be created in another dir and then moved within the broker, a
+second copy the operator (which names them first) never makes; the brokers' own choice keeps
+the move the same for both. The brokers delete a removed replica
 ``log.segment.delete.delay.ms`` (1 s here, 60 s by default) after a move drops it, so a move's
 deletions fall in its own window rather than in the next move's; each move starts once no
 ``-delete`` dir is left and after ``sync``.
@@ -55,10 +58,15 @@ observer; ``wall_ratio`` is beside it). Kafka's side is not also polled by the t
 ``reassign_and_wait``: its own loop would add its requests to one side only.
 
 Moves of page-cached data last seconds; the sizes are set so that each window holds at least
-20,000 latency samples (full mode; ``sample_floor_met`` says whether it did). ``--quick`` runs
-fewer, smaller moves at a lower rate (said in the JSON: ``quick``, ``sample_floor``). The machine
-is shared (2 cores) and its other load moves every figure: the JSON carries the load average at
-the start and the end. Prints one JSON object as its last line (progress goes to stderr).
+20,000 latency samples (full mode: 1 GiB per copy at 5,000 records/s, so a window of 4 s;
+``sample_floor_met`` says whether every window did). ``--quick`` runs fewer (2 per side),
+smaller (256 MiB) moves at 2,000 records/s (said in the JSON: ``quick``, ``sample_floor``).
+The machine is shared (2 cores) and its other load moves every figure: the JSON carries the load
+average at the start and the end. An open-loop producer on a machine too busy to serve its
+rate falls behind and its latency then grows with time, whatever moves: each move's idle p99
+(``idle_p99_ms``) says whether the producer kept up before the move started; when it is seconds,
+the figures measure the machine, not the move. Prints one JSON object as its last line (progress
+goes to stderr).
 """
 
 from __future__ import annotations
@@ -113,7 +121,17 @@ SAMPLE_FLOOR = 20_000
 """Latency samples each move's window must hold (issue 22), in the full mode."""
 TARGETS = {"p99_ratio": 0.5, "in_flight_ratio": 1.3}
 ORDER = ("kafka", "ours", "ours", "kafka")
-"""One cycle of sides; moves alternate direction, so each side moves each way once per cycle."""
+"""The sides in turn, repeated: moves alternate direction, so each side moves each way once
+per four moves and goes first as often as the other."""
+
+
+def schedule(per_side: int) -> list[str]:
+    """ORDER repeated until each side has ``per_side`` moves (3: K O O K K O)."""
+    out: list[str] = []
+    while min(out.count("kafka"), out.count("ours")) < per_side:
+        out.append(ORDER[len(out) % len(ORDER)])
+    return out
+
 
 KAFKA_SETTINGS = {
     "auto.create.topics.enable": "false",
@@ -407,7 +425,8 @@ class Bench:
                 wall = self.move_ours(plan, f"ours-{self.moves}")
             sampler.stop()
             start, end = sampler.window()
-            producer.wait_answered_past(end)  # every record due in the window sent
+            # Every record due in the window sent (a producer behind is not cut short).
+            producer.wait_answered_past(end, timeout_s=self.args.move_timeout)
         totals = producer.totals
         samples = read_samples(out)
         out.unlink()
@@ -504,21 +523,21 @@ def side_summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller, fewer moves: a few minutes")
-    ap.add_argument("--size-mib", type=int, default=None, help="per copy; 1536 (quick: 256)")
+    ap.add_argument("--size-mib", type=int, default=None, help="per copy; 1024 (quick: 256)")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--rate", type=int, default=None, help="records/s; 5000 (quick: 2000)")
-    ap.add_argument("--cycles", type=int, default=None, help="K O O K cycles; 2 (quick: 1)")
+    ap.add_argument("--per-side", type=int, default=None, help="moves per side; 3 (quick: 2)")
     ap.add_argument("--settle-seconds", type=float, default=None, help="4 (quick: 3)")
-    ap.add_argument("--partition-movements", type=int, default=2)
+    ap.add_argument("--partition-movements", type=int, default=4)
     ap.add_argument("--replica-movements", type=int, default=2)
     ap.add_argument("--throttle-mib", type=float, default=None, help="ours; none by default")
     ap.add_argument("--poll-seconds", type=float, default=None, help="default: the operator's")
     ap.add_argument("--move-timeout", type=float, default=600)
     ap.add_argument("--keep", action="store_true", help="keep the work dir (the logs) at the end")
     args = ap.parse_args()
-    args.size_mib = args.size_mib or (256 if args.quick else 1536)
+    args.size_mib = args.size_mib or (256 if args.quick else 1024)
     args.rate = args.rate or (2000 if args.quick else 5000)
-    args.cycles = args.cycles or (1 if args.quick else 2)
+    args.per_side = args.per_side or (2 if args.quick else 3)
     args.settle_seconds = args.settle_seconds or (3.0 if args.quick else 4.0)
     t0 = time.monotonic()
     loadavg_start = os.getloadavg()
@@ -554,14 +573,12 @@ def main() -> int:
                     )
                     copy_bytes = topic_bytes(kafka, TOPIC, FROM) // 2
                     here = FROM
-                    for cycle in range(args.cycles):
-                        for side in ORDER:
-                            there = TO if here == FROM else FROM
-                            run = bench.move(side, targets(args.partitions, there))
-                            run["cycle"] = cycle
-                            runs.append(run)
-                            log(json.dumps(run))
-                            here = there
+                    for side in schedule(args.per_side):
+                        there = TO if here == FROM else FROM
+                        run = bench.move(side, targets(args.partitions, there))
+                        runs.append(run)
+                        log(json.dumps(run))
+                        here = there
                 finally:
                     bench.close()
         finally:
