@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.serial._implicit_defaults import get_tagged_field_default
 from kio.serial._introspect import get_field_tag
-from kio.static.primitive import Records
+from kio.static.primitive import Records, i32
 
 from jbod_broker.kafka import writer
 from jbod_broker.kafka.protocol import SUPPORTED, make, response_module
@@ -106,3 +106,24 @@ def test_varints_as_kio_writes_them(value: int) -> None:
     buf = io.BytesIO()
     write_unsigned_varint(buf, value)  # type: ignore[arg-type]
     assert writer.uvarint(value) == buf.getvalue()
+
+
+
+NullableInt = dataclasses.make_dataclass(
+    "NullableInt",
+    [("count", i32 | None, dataclasses.field(metadata={"kafka_type": "int32"}))],
+    namespace={"__flexible__": False},
+    frozen=True,
+)
+"""An entity no served version has: a nullable int32, which this module does not compile
+(``make_dataclass`` so that the field's type is a type, as in kio's generated modules)."""
+
+
+def test_an_entity_with_a_type_not_compiled_is_handed_to_kio_whole() -> None:
+    """No placeholder path: what the compiler does not know, kio's writer writes (or refuses,
+    with kio's own error, as kio does for this one), exactly as before the compiled writers."""
+    with pytest.raises(Exception) as ours:
+        writer.writer_for(NullableInt)
+    with pytest.raises(Exception) as kios:
+        entity_writer(NullableInt)
+    assert type(ours.value) is type(kios.value) and str(ours.value) == str(kios.value)

@@ -186,7 +186,12 @@ def _primitive_writer(kafka_type: str, flexible: bool, optional: bool) -> Writer
         return _string_writer(flexible, optional, 2)
     if kafka_type in ("bytes", "records"):
         return _string_writer(flexible, optional, 4)
-    raise NotImplementedError(f"no writer for kafka_type {kafka_type!r} {optional=}")
+    raise _NotCompiled(kafka_type)
+
+
+class _NotCompiled(Exception):
+    """A field type this module has no fast writer for (float64, a nullable fixed-width
+    type): the entity that holds it is written by kio's own writer (:func:`writer_for`)."""
 
 
 def _field_writer(field: dataclasses.Field[Any], flexible: bool, request_header: bool) -> Writer:
@@ -241,8 +246,18 @@ def writer_for(entity_type: type[Any]) -> Writer:
     type at once build equal writers; either is kept)."""
     write = _WRITERS.get(entity_type)
     if write is None:
-        write = _WRITERS[entity_type] = _compile(entity_type)
+        try:
+            write = _compile(entity_type)
+        except _NotCompiled:
+            write = _kio_writer(entity_type)
+        _WRITERS[entity_type] = write
     return write
+
+
+def _kio_writer(entity_type: type[Any]) -> Writer:
+    """kio's writer for the whole entity, writing into the same pieces list."""
+    kio_write = entity_writer(entity_type)
+    return lambda out, entity: kio_write(_Sink(out), entity)  # type: ignore[arg-type]
 
 
 def _compile(entity_type: type[Any]) -> Writer:
@@ -272,14 +287,14 @@ def _compile(entity_type: type[Any]) -> Writer:
     close_run()
     if not flexible:
         return _sequence(steps)
-    kio_write = entity_writer(entity_type)
+    kio_write = _kio_writer(entity_type)
     write_fields = _sequence(steps)
 
     def write_flexible(out: Pieces, entity: Any) -> None:
         for name, default in tagged:
             value = getattr(entity, name)
             if value is not default and value != default:
-                kio_write(_Sink(out), entity)  # type: ignore[arg-type]  # it only calls write
+                kio_write(out, entity)
                 return
         write_fields(out, entity)
         out.append(_NO_TAGS)
