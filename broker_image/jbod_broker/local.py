@@ -24,12 +24,44 @@ from . import wire
 from .client import BrokerClient
 from .storage.names import new_topic_id
 
+_EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+_PICKABLE = (10000, 65535)
+_handed_out: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands to ``bind(0)`` and to outgoing connections."""
+    try:
+        with open(_EPHEMERAL_RANGE_FILE, encoding="ascii") as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
+    """A loopback port nothing listens on, for a process started later to bind.
+
+    Picked outside the kernel's ephemeral range: a port taken from ``bind(0)`` and released is
+    free for the kernel to give to the next outgoing connection, and with hundreds of client
+    connections in a test run one did land on a broker's port before it bound (address already
+    in use). Outside that range only another explicit pick can take it, and this process never
+    hands the same port out twice.
+    """
+    lo, hi = _ephemeral_range()
+    rng = secrets.SystemRandom()
+    for _ in range(1000):
+        port = rng.randrange(*_PICKABLE)
+        if lo <= port <= hi or port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
         return port
+    raise RuntimeError(f"no free loopback port outside the ephemeral range {lo}-{hi}")
 
 
 def write_token(path: str) -> str:
@@ -208,10 +240,16 @@ class LocalCluster:
         ]
 
     def start(self) -> None:
-        for b in self.brokers:
-            b.start(wait=False)
-        for b in self.brokers:
-            b.wait_ready()
+        """Start every broker and wait for all; if one fails, the others are stopped before the
+        error is raised (nothing is left running for a fixture that never got the cluster)."""
+        try:
+            for b in self.brokers:
+                b.start(wait=False)
+            for b in self.brokers:
+                b.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         for b in self.brokers:
