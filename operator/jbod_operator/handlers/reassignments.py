@@ -64,7 +64,8 @@ async def reconcile_reassignment(
     kube: KubeClient, ex: ReassignmentExecutor, body: Mapping[str, Any]
 ) -> Outcome:
     """One pass: observe (through ``ex`` and the API), decide, act through ``ex``, write
-    status once."""
+    status once (and the acceptance before the acts, when this pass accepts the resource
+    and starts its first steps: ``plan.reassignment.recorded_first``)."""
     pr = PartitionReassignment.model_validate(body)
     if pr.status is not None and pr.status.phase in ENDED_PHASES and not pr.spec.rollback:
         return Outcome(pr.status.dump())
