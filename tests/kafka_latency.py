@@ -72,6 +72,26 @@ def read_samples(path: str | Path) -> Samples:
     return parse_samples(Path(path).read_text(encoding="ascii"))
 
 
+TAIL_BYTES = 256 * 1024
+"""How much of the end of RateProducer's file :func:`latest_due` reads: four times its write
+buffer (64 KiB), so the last flushed lines are always in it."""
+
+
+def latest_due(path: str | Path) -> float | None:
+    """The latest due time (epoch seconds) of the records already answered (acknowledged or
+    failed) in RateProducer's file as it is being written, or None before any. Only the end of
+    the file is read, without its first line (cut by the seek) and its last one (the writer's
+    buffer may end mid-line); answers arrive about in due order, so the end holds the latest."""
+    with open(path, "rb") as f:
+        size = f.seek(0, 2)
+        f.seek(max(0, size - TAIL_BYTES))
+        tail = f.read().decode("ascii")
+    lines = tail.split("\n")[1 if size > TAIL_BYTES else 0 : -1]
+    s = parse_samples("\n".join(lines))
+    dues = [x.due_s for x in s.acked] + [due for due, _ in s.failed]
+    return max(dues, default=None)
+
+
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Nearest rank (the smallest value with at least ``q`` of the values at or below it), the
     definition latency tools use: always a measured value, never an interpolation."""
@@ -152,6 +172,22 @@ class RateProducer:
                 if json.loads(line).get("ready"):
                     return
         raise TimeoutError(f"RateProducer had no acknowledgement in {timeout_s}s")
+
+    def wait_answered_past(self, due_s: float, timeout_s: float = 300) -> None:
+        """Until a record due at or after ``due_s`` is answered in the file. The loop sends in
+        due order and stops sending at :meth:`stop` (which then waits for every record sent),
+        so a producer running behind (a full buffer on a busy machine) stopped earlier would
+        leave the records of a window that ends at ``due_s`` partly unsent, and the window
+        would hold only its early ones. Seen a write buffer late (64 KiB of lines)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"RateProducer exited with {self.proc.returncode}")
+            latest = latest_due(self.out)
+            if latest is not None and latest >= due_s:
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"RateProducer answered no record due after {due_s} in {timeout_s}s")
 
     def stop(self, timeout_s: float = 120) -> Totals:
         """Stop sending, wait for the outstanding acknowledgements, and return the totals."""

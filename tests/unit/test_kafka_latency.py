@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.kafka_latency import Sample, Samples, parse_samples, percentile, window_stats
+from tests.kafka_latency import (
+    TAIL_BYTES,
+    Sample,
+    Samples,
+    latest_due,
+    parse_samples,
+    percentile,
+    window_stats,
+)
 
 
 def test_parse_acked_and_failed_lines() -> None:
@@ -39,3 +49,15 @@ def test_window_keeps_records_due_inside_it_only() -> None:
     assert w == {"count": 100, "failed": 0, "p50_ms": 149.0, "p99_ms": 198.0, "max_ms": 199.0}
     assert window_stats(s, 10.0, 11.0)["failed"] == 1
     assert window_stats(s, 20.0, 21.0) == {"count": 0, "failed": 0}
+
+
+def test_latest_due_reads_the_end_of_a_file_being_written(tmp_path: Path) -> None:
+    path = tmp_path / "lat.txt"
+    path.write_text("")
+    assert latest_due(path) is None
+    path.write_text("1000000 5\nE 3000000 boom\n2000000 7\n4000")  # the last line unfinished
+    assert latest_due(path) == 3.0
+    # Longer than the tail read: the seek cuts a line, which is left out, not misread.
+    lines = "".join(f"{1_000_000 + i} 12345\n" for i in range(TAIL_BYTES // 10))
+    path.write_text(lines)
+    assert latest_due(path) == 1 + (TAIL_BYTES // 10 - 1) / 1e6
