@@ -17,7 +17,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, StringConstraints, model_validator
 
-from .common import BrokerId, CamelModel, Condition, ResourceMeta, ResourceName
+from .common import BrokerId, CamelModel, Condition, Quantity, ResourceMeta, ResourceName
 
 MAX_BOOTSTRAP_SERVERS = 64
 
@@ -135,6 +135,16 @@ class KafkaClusterSpec(CamelModel):
         int,
         Field(ge=5, le=3600, description="Seconds between two readings of the cluster."),
     ] = 30
+    log_dir_capacity: Annotated[
+        Quantity | None,
+        Field(
+            description=(
+                "The size a Rebalance counts each log dir as when dirs of a broker share one "
+                "filesystem (as BrokerCluster's logDirs[].size): each is then used by its "
+                "replicas' bytes. Without it every dir is measured by its filesystem's figures."
+            )
+        ),
+    ] = None
 
     @model_validator(mode="after")
     def _security(self) -> KafkaClusterSpec:

@@ -1,0 +1,310 @@
+"""Rebalance on an Apache Kafka cluster the operator does not run (issue 22, scenario (f)): the
+real API server, the operator process, a KafkaCluster naming Apache Kafka 4.3 in KRaft mode
+(one controller, 4 brokers x 2 log dirs: the ``kafka_jbod`` fixture), the Spark job on
+``local[*]``, and Kafka's Java producer (idempotent, acks=all; min.insync.replicas 2) writing
+numbered records while the plan runs, read back at the end by a consumer: none lost, none
+twice, in order.
+
+(f) Every replica is put in the first dir of its broker (AlterReplicaLogDirs while the topics
+are empty), a bulk topic filled: each broker's disks are far apart. A dirs-only Rebalance is
+snapshotted from DescribeCluster, DescribeLogDirs and Metadata, planned by the Spark job,
+approved by annotation and executed as LogDirMoves naming the KafkaCluster; it ends Ready with
+every broker's disks measured in the band, each broker's replicas in both its dirs
+(DescribeLogDirs, no future copy left) and no copy throttle left (DescribeConfigs).
+
+The dirs of the test cluster share one filesystem, so the KafkaCluster gives
+``logDirCapacity`` (as a BrokerCluster gives each dir's size): each dir counts as that size,
+used by its replicas' bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jbod_operator.clients.kafka_admin import KafkaAdmin, KafkaConnection
+from jbod_operator.control.kafka_log_dir_moves import COPY_THROTTLE
+from jbod_operator.plan.kafka_types import BrokerLogDirs, ConfigKind
+from tests.integration.java_clients import (
+    KEEP_COUNTED_RECORDS,
+    JavaProducer,
+    check_exactly_once_in_order,
+    consume,
+)
+from tests.kafka_jars import KafkaCluster
+from tests.kube_cluster import KubeCluster
+from tests.operator_harness import Kube, OperatorProcess, wait_for
+
+with warnings.catch_warnings():  # kafka-python 3.0's import warns on Python 3.11
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+pytestmark = pytest.mark.e2e
+
+NS = "kafka-rb"
+CLUSTER = "jbod"
+PARTITIONS = 4
+PLACEMENT = {0: [1, 2], 1: [2, 3], 2: [3, 4], 3: [4, 1]}
+"""Both topics: each broker holds two replicas of each."""
+BULK_RECORDS = 4000
+"""4000 x 1 KiB per bulk partition: two 4 MiB replicas per broker, all in its first dir."""
+DIR_CAPACITY = "32Mi"
+"""So the skew is 25 percentage points per broker, and one bulk replica per dir is in band."""
+PLAN_TIMEOUT = 300
+"""A Spark job on a crowded 2-core machine: start (20-40 s) plus planning."""
+
+
+@pytest.fixture(scope="module")
+def env(
+    kube_cluster: KubeCluster, kafka_jbod: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Kube]:
+    work = tmp_path_factory.mktemp("kafka-rb-e2e")
+    repo = Path(__file__).resolve().parents[1]
+    kube_cluster.kubectl("apply", "-f", str(repo / "crds"), check=True)
+    kube_cluster.kubectl(
+        "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
+    )
+    kube_cluster.kubectl("create", "namespace", NS, check=False)
+    kube = Kube(kube_cluster, NS)
+    op = OperatorProcess(
+        kube_cluster,
+        NS,
+        str(work),
+        env={
+            "JBOD_OPERATOR_LEASE_NAMESPACE": NS,
+            "JBOD_OPERATOR_REBALANCE_WORK_DIR": str(work / "jobs"),
+            "JBOD_OPERATOR_REBALANCE_POLL_SECONDS": "0.5",
+            "JBOD_OPERATOR_MOVE_POLL_SECONDS": "0.5",
+        },
+    )
+    op.start()
+    try:
+        kube.apply(
+            {
+                "apiVersion": "jbod.io/v1alpha1",
+                "kind": "KafkaCluster",
+                "metadata": {"name": CLUSTER},
+                "spec": {
+                    "bootstrapServers": kafka_jbod.bootstrap.split(","),
+                    "refreshIntervalSeconds": 5,
+                    "logDirCapacity": DIR_CAPACITY,
+                },
+            }
+        )
+        wait_for(
+            lambda: (
+                (kube.condition("kafkacluster", CLUSTER, "Ready") or {}).get("status") == "True"
+            ),
+            timeout=90,
+            what="KafkaCluster Ready",
+        )
+        yield kube
+    finally:
+        op.stop()
+        print(f"--- {op.log_path}\n{op.tail(80)}")
+
+
+def admin(kafka: KafkaCluster) -> KafkaAdmin:
+    return KafkaAdmin(KafkaConnection(tuple(kafka.bootstrap.split(","))))
+
+
+async def log_dirs(kafka: KafkaCluster) -> list[BrokerLogDirs]:
+    a = admin(kafka)
+    try:
+        return await a.describe_log_dirs()
+    finally:
+        await a.close()
+
+
+def replicas_by_dir(dirs: list[BrokerLogDirs], topics: set[str]) -> dict[tuple[int, str], int]:
+    """(broker, dir path) -> how many current replicas of ``topics`` it holds; futures apart
+    (``-1`` per future copy, so a dir with one in flight never looks settled)."""
+    out: dict[tuple[int, str], int] = {}
+    for b in dirs:
+        for d in b.dirs:
+            n = 0
+            for r in d.replicas:
+                if r.topic in topics:
+                    n += -1 if r.is_future else 1
+            out[(b.broker_id, d.path)] = n
+    return out
+
+
+async def skew_into_first_dirs(kafka: KafkaCluster, topics: list[str]) -> None:
+    """Every replica of ``topics`` into the first log dir of its broker (while they are empty:
+    the copies are instant), then wait until DescribeLogDirs shows it there."""
+    wanted = {
+        (t, p, b): str(kafka.broker(b).log_dirs[0])
+        for t in topics
+        for p, brokers in PLACEMENT.items()
+        for b in brokers
+    }
+    a = admin(kafka)
+    try:
+        errors = await a.alter_replica_log_dirs(wanted)
+        assert not any(errors.values()), errors
+
+        async def settled() -> bool:
+            dirs = await a.describe_log_dirs()
+            where = {
+                (r.topic, r.partition, b.broker_id): (d.path, r.is_future)
+                for b in dirs
+                for d in b.dirs
+                for r in d.replicas
+                if r.topic in topics
+            }
+            return all(where.get(k) == (v, False) for k, v in wanted.items())
+
+        await wait_until(settled, "every replica in its broker's first dir")
+    finally:
+        await a.close()
+
+
+def create_topics(kafka: KafkaCluster, counted: str, bulk: str) -> None:
+    client = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        client.create_topics(
+            [
+                NewTopic(
+                    counted,
+                    replica_assignments=PLACEMENT,
+                    topic_configs={"min.insync.replicas": "2", **KEEP_COUNTED_RECORDS},
+                ),
+                NewTopic(bulk, replica_assignments=PLACEMENT),
+            ],
+            wait_for_metadata=True,
+        )
+    finally:
+        client.close()
+
+
+def fill(kafka: KafkaCluster, bulk: str) -> None:
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all", linger_ms=20)
+    try:
+        for i in range(BULK_RECORDS * PARTITIONS):
+            producer.send(bulk, value=bytes(1024), partition=i % PARTITIONS)
+        producer.flush(120)
+    finally:
+        producer.close()
+
+
+async def wait_until(check: Any, what: str, timeout: float = 120) -> Any:
+    """Poll a coroutine function until it returns something truthy."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    last: Any = None
+    while asyncio.get_running_loop().time() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def status(kube: Kube, name: str) -> dict[str, Any]:
+    return dict((kube.get("rebalance", name) or {}).get("status") or {})
+
+
+async def phase(kube: Kube, name: str, want: str, timeout: float = PLAN_TIMEOUT) -> dict[str, Any]:
+    def reached() -> bool:
+        st = status(kube, name)
+        assert st.get("phase") != "NotReady", st
+        return st.get("phase") == want
+
+    await asyncio.to_thread(wait_for, reached, timeout, f"Rebalance {name} {want}")
+    return status(kube, name)
+
+
+def children(kube: Kube, name: str) -> list[dict[str, Any]]:
+    out = []
+    for kind in ("partitionreassignments", "logdirmoves"):
+        raw = kube.run("get", "-n", NS, kind, "-l", f"jbod.io/rebalance={name}", "-o", "json")
+        out += json.loads(raw)["items"]
+    return out
+
+
+@pytest.mark.timeout(900)
+def test_f_a_dirs_only_rebalance_planned_by_spark_and_executed(
+    env: Kube, kafka_jbod: KafkaCluster
+) -> None:
+    asyncio.run(_dirs_only(env, kafka_jbod))
+
+
+async def _dirs_only(kube: Kube, kafka: KafkaCluster) -> None:
+    counted, bulk = "rb-f-counted", "rb-f-bulk"
+    topics = {counted, bulk}
+    create_topics(kafka, counted, bulk)
+    await skew_into_first_dirs(kafka, [counted, bulk])
+    await asyncio.to_thread(fill, kafka, bulk)
+
+    kube.apply(
+        {
+            "apiVersion": "jbod.io/v1alpha1",
+            "kind": "Rebalance",
+            "metadata": {"name": "even"},
+            "spec": {
+                "clusterName": CLUSTER,
+                "mode": "dirs-only",
+                "throttleBytesPerSecond": 1024 * 1024,
+            },
+        }
+    )
+    st = await phase(kube, "even", "ProposalReady")
+    p = st["proposal"]
+    assert p["feasible"] and p["movesBetweenBrokers"] == 0 and p["movesBetweenDisks"] > 0, p
+    assert p["worstSpreadBefore"] > 10 and p["worstSpreadAfter"] <= 4, p
+
+    # The counted producer runs from the approval to past the end of the moves.
+    producer = await JavaProducer.start(
+        kafka.bootstrap, counted, PARTITIONS, 4000, ("none",), pace_ms=10
+    )
+    await wait_until(lambda: _true(len(producer.acks) > 100), "the producer under way")
+    kube.run("annotate", "-n", NS, "rebalance", "even", "jbod.io/rebalance=approve", "--overwrite")
+    await phase(kube, "even", "Rebalancing", 60)
+    kids = await asyncio.to_thread(
+        wait_for, lambda: children(kube, "even"), 60, "the Rebalance's children"
+    )
+    assert not producer.done, "the producer ended before the moves started"
+    st = await phase(kube, "even", "Ready", 300)
+
+    kids = children(kube, "even")
+    assert kids and {k["kind"] for k in kids} == {"LogDirMove"}, kids
+    assert all(k["spec"]["clusterName"] == CLUSTER for k in kids), kids
+    assert all(k["status"]["phase"] == "Succeeded" for k in kids), kids
+    measured = {m["brokerId"]: m for m in st["measured"]}
+    assert set(measured) == {1, 2, 3, 4}, st
+    assert all(m["spread"] <= 4 for m in measured.values()), st
+
+    # Kafka's own view: each broker's replicas in both its dirs, nothing in flight.
+    held = replicas_by_dir(await log_dirs(kafka), topics)
+    for b in (1, 2, 3, 4):
+        per_dir = [n for (broker, _), n in held.items() if broker == b]
+        assert len(per_dir) == 2 and min(per_dir) > 0, held
+    for b in (1, 2, 3, 4):
+        cfg = await _broker_configs(kafka, b)
+        assert cfg.get(COPY_THROTTLE) is None, (b, cfg)
+
+    await producer.wait(240)
+    assert not producer.errors, producer.errors[:5]
+    got = await consume(kafka.bootstrap, counted, PARTITIONS)
+    check_exactly_once_in_order(producer.acks, got)
+    assert len(producer.acks) == len(got) == 4000
+
+
+async def _broker_configs(kafka: KafkaCluster, broker: int) -> dict[str, str | None]:
+    a = admin(kafka)
+    try:
+        cfg = await a.describe_configs(ConfigKind.BROKER, str(broker))
+        return {k: e.value for k, e in cfg.items()}
+    finally:
+        await a.close()
+
+
+async def _true(value: bool) -> bool:
+    return value
