@@ -17,6 +17,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, StringConstraints, model_validator
 
+from .broker_cluster import BalanceSpec, BalanceStatus
 from .common import BrokerId, CamelModel, Condition, Quantity, ResourceMeta, ResourceName
 
 MAX_BOOTSTRAP_SERVERS = 64
@@ -145,6 +146,13 @@ class KafkaClusterSpec(CamelModel):
             )
         ),
     ] = None
+    balance: Annotated[
+        BalanceSpec | None,
+        Field(
+            description="Continuous detection of disk imbalance (off when absent), as a "
+            "BrokerCluster's: samples DescribeLogDirs and creates a Rebalance of this cluster."
+        ),
+    ] = None
 
     @model_validator(mode="after")
     def _security(self) -> KafkaClusterSpec:
@@ -199,6 +207,10 @@ class KafkaClusterStatus(CamelModel):
     broker_count: int | None = None
     log_dir_count: int | None = None
     last_refresh_time: str | None = None
+    balance: Annotated[
+        BalanceStatus | None,
+        Field(description="What continuous detection sees; written by the sampler only."),
+    ] = None
 
 
 class KafkaCluster(CamelModel):
