@@ -12,6 +12,11 @@ approved by annotation and executed as LogDirMoves naming the KafkaCluster; it e
 every broker's disks measured in the band, each broker's replicas in both its dirs
 (DescribeLogDirs, no future copy left) and no copy throttle left (DescribeConfigs).
 
+(f, detected) Continuous detection on the KafkaCluster (``spec.balance``, as a
+BrokerCluster's): a new topic skewed into the first dirs makes the sampler, reading
+DescribeLogDirs and Metadata, create one dirs-only Rebalance of the KafkaCluster and say so in
+``KafkaCluster.status.balance``; the test deletes it at once (planning it again is (f)).
+
 The dirs of the test cluster share one filesystem, so the KafkaCluster gives
 ``logDirCapacity`` (as a BrokerCluster gives each dir's size): each dir counts as that size,
 used by its replicas' bytes.
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +36,7 @@ import pytest
 
 from jbod_operator.clients.kafka_admin import KafkaAdmin, KafkaConnection
 from jbod_operator.control.kafka_log_dir_moves import COPY_THROTTLE
+from jbod_operator.models.rebalance import CLUSTER_LABEL, TRIGGER_LABEL
 from jbod_operator.plan.kafka_types import BrokerLogDirs, ConfigKind
 from tests.integration.java_clients import (
     KEEP_COUNTED_RECORDS,
@@ -242,6 +249,8 @@ async def _dirs_only(kube: Kube, kafka: KafkaCluster) -> None:
     create_topics(kafka, counted, bulk)
     await skew_into_first_dirs(kafka, [counted, bulk])
     await asyncio.to_thread(fill, kafka, bulk)
+    started = time.monotonic()
+    timings: dict[str, float] = {}
 
     kube.apply(
         {
@@ -256,6 +265,7 @@ async def _dirs_only(kube: Kube, kafka: KafkaCluster) -> None:
         }
     )
     st = await phase(kube, "even", "ProposalReady")
+    timings["plan"] = round(time.monotonic() - started, 1)
     p = st["proposal"]
     assert p["feasible"] and p["movesBetweenBrokers"] == 0 and p["movesBetweenDisks"] > 0, p
     assert p["worstSpreadBefore"] > 10 and p["worstSpreadAfter"] <= 4, p
@@ -272,6 +282,7 @@ async def _dirs_only(kube: Kube, kafka: KafkaCluster) -> None:
     )
     assert not producer.done, "the producer ended before the moves started"
     st = await phase(kube, "even", "Ready", 300)
+    timings["approve_to_ready"] = round(time.monotonic() - started - timings["plan"], 1)
 
     kids = children(kube, "even")
     assert kids and {k["kind"] for k in kids} == {"LogDirMove"}, kids
@@ -295,6 +306,70 @@ async def _dirs_only(kube: Kube, kafka: KafkaCluster) -> None:
     got = await consume(kafka.bootstrap, counted, PARTITIONS)
     check_exactly_once_in_order(producer.acks, got)
     assert len(producer.acks) == len(got) == 4000
+    print(json.dumps({"timings_s": timings, "moves": p["movesBetweenDisks"]}))
+
+
+def balance_status(kube: Kube) -> dict[str, Any]:
+    return dict(
+        ((kube.get("kafkacluster", CLUSTER) or {}).get("status") or {}).get("balance") or {}
+    )
+
+
+def detected(kube: Kube) -> list[dict[str, Any]]:
+    raw = kube.run("get", "-n", NS, "rebalances", "-l", f"{TRIGGER_LABEL}", "-o", "json")
+    items: list[dict[str, Any]] = json.loads(raw)["items"]
+    return items
+
+
+@pytest.mark.timeout(300)
+def test_f_detected_a_sustained_skew_creates_a_rebalance_of_the_kafka_cluster(
+    env: Kube, kafka_jbod: KafkaCluster
+) -> None:
+    asyncio.run(_detected(env, kafka_jbod))
+
+
+async def _detected(kube: Kube, kafka: KafkaCluster) -> None:
+    counted, bulk = "rb-d-counted", "rb-d-bulk"
+    create_topics(kafka, counted, bulk)
+    await skew_into_first_dirs(kafka, [counted, bulk])
+    await asyncio.to_thread(fill, kafka, bulk)
+    balance = {
+        "enabled": True,
+        "diskSpreadThresholdPercent": 10,
+        "windowSeconds": 2,
+        "cooldownSeconds": 3600,
+        "triggers": ["disk-imbalance"],
+        "sampleIntervalSeconds": 1,
+        "historySamples": 30,
+    }
+    patch = {"spec": {"balance": balance}}
+    kube.run("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(patch))
+    try:
+        made = await asyncio.to_thread(
+            wait_for, lambda: detected(kube), 120, "a Rebalance created by detection"
+        )
+        (rb,) = made
+        name = rb["metadata"]["name"]
+        assert rb["metadata"]["labels"][TRIGGER_LABEL] == "disk-imbalance"
+        assert rb["metadata"]["labels"][CLUSTER_LABEL] == CLUSTER
+        assert rb["spec"] == {**rb["spec"], "clusterName": CLUSTER, "mode": "dirs-only"}
+        assert rb["metadata"]["ownerReferences"][0]["kind"] == "KafkaCluster"
+        seen = await asyncio.to_thread(
+            wait_for,
+            lambda: (s := balance_status(kube)).get("lastTriggered") and s,
+            30,
+            "KafkaCluster status.balance.lastTriggered",
+        )
+        assert seen["lastTriggered"]["name"] == name, seen
+        assert seen["diskSpreadPercent"] > 10 and seen["knownBrokers"] == [1, 2, 3, 4], seen
+        # The KafkaCluster's refresh keeps writing its own status and leaves this one alone.
+        refreshed = (kube.get("kafkacluster", CLUSTER) or {})["status"]
+        assert refreshed["brokerCount"] == 4 and refreshed["balance"]["lastTriggered"], refreshed
+    finally:
+        off = {"spec": {"balance": {**balance, "enabled": False}}}
+        kube.run("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(off))
+        for r in detected(kube):
+            kube.run("delete", "rebalance", "-n", NS, r["metadata"]["name"], "--wait=false")
 
 
 async def _broker_configs(kafka: KafkaCluster, broker: int) -> dict[str, str | None]:

@@ -1,6 +1,7 @@
 """Rebalance decisions, pure: every transition of a Rebalance from one typed observation.
 
-The handler (``handlers/rebalances.py``) observes the Rebalance, its BrokerCluster, a
+The handler (``handlers/rebalances.py``) observes the Rebalance, its cluster (a
+BrokerCluster or a KafkaCluster, read through ``plan.execution.ClusterSnapshots``), a
 fingerprint of the cluster (what placement depends on), the planning job's state and outputs,
 the children it created, and at the end a fresh measure of every disk; :func:`decide` turns
 that into a new status, Events and an ordered list of typed actions; the handler carries them
