@@ -27,41 +27,40 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import warnings
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jbod_operator.clients.kafka_admin import KafkaAdmin, KafkaConnection
+from e2e.kafka_env import (
+    CLUSTER,
+    COUNTED,
+    PARTITIONS,
+    admin,
+    broker_configs,
+    create_topics,
+    fill_bulk,
+    finish,
+    in_thread,
+    log_dirs,
+    operator_on_kafka,
+    true,
+    wait_until,
+)
 from jbod_operator.control.kafka_log_dir_moves import COPY_THROTTLE
 from jbod_operator.models.rebalance import CLUSTER_LABEL, TRIGGER_LABEL
-from jbod_operator.plan.kafka_types import BrokerLogDirs, ConfigKind
-from tests.integration.java_clients import (
-    KEEP_COUNTED_RECORDS,
-    JavaProducer,
-    check_exactly_once_in_order,
-    consume,
-)
+from jbod_operator.plan.kafka_types import BrokerLogDirs
+from tests.integration.java_clients import JavaProducer
 from tests.kafka_jars import KafkaCluster
 from tests.kube_cluster import KubeCluster
-from tests.operator_harness import Kube, OperatorProcess, wait_for
-
-with warnings.catch_warnings():  # kafka-python 3.0's import warns on Python 3.11
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaProducer
-    from kafka.admin import KafkaAdminClient, NewTopic
+from tests.operator_harness import Kube
 
 pytestmark = pytest.mark.e2e
 
 NS = "kafka-rb"
-CLUSTER = "jbod"
-PARTITIONS = 4
-PLACEMENT = {0: [1, 2], 1: [2, 3], 2: [3, 4], 3: [4, 1]}
-"""Both topics: each broker holds two replicas of each."""
 BULK_RECORDS = 4000
-"""4000 x 1 KiB per bulk partition: two 4 MiB replicas per broker, all in its first dir."""
+"""4000 x 1 KiB per bulk partition (placed as the counted topic, :data:`COUNTED`): two 4 MiB
+replicas per broker, all in its first dir."""
 DIR_CAPACITY = "32Mi"
 """So the skew is 25 percentage points per broker, and one bulk replica per dir is in band."""
 PLAN_TIMEOUT = 300
@@ -73,61 +72,19 @@ def env(
     kube_cluster: KubeCluster, kafka_jbod: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Kube]:
     work = tmp_path_factory.mktemp("kafka-rb-e2e")
-    repo = Path(__file__).resolve().parents[1]
-    kube_cluster.kubectl("apply", "-f", str(repo / "crds"), check=True)
-    kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
-    )
-    kube_cluster.kubectl("create", "namespace", NS, check=False)
-    kube = Kube(kube_cluster, NS)
-    op = OperatorProcess(
+    with operator_on_kafka(
         kube_cluster,
+        kafka_jbod,
+        work,
         NS,
-        str(work),
-        env={
-            "JBOD_OPERATOR_LEASE_NAMESPACE": NS,
+        operator_env={
             "JBOD_OPERATOR_REBALANCE_WORK_DIR": str(work / "jobs"),
             "JBOD_OPERATOR_REBALANCE_POLL_SECONDS": "0.5",
             "JBOD_OPERATOR_MOVE_POLL_SECONDS": "0.5",
         },
-    )
-    op.start()
-    try:
-        kube.apply(
-            {
-                "apiVersion": "jbod.io/v1alpha1",
-                "kind": "KafkaCluster",
-                "metadata": {"name": CLUSTER},
-                "spec": {
-                    "bootstrapServers": kafka_jbod.bootstrap.split(","),
-                    "refreshIntervalSeconds": 5,
-                    "logDirCapacity": DIR_CAPACITY,
-                },
-            }
-        )
-        wait_for(
-            lambda: (
-                (kube.condition("kafkacluster", CLUSTER, "Ready") or {}).get("status") == "True"
-            ),
-            timeout=90,
-            what="KafkaCluster Ready",
-        )
+        spec={"logDirCapacity": DIR_CAPACITY},
+    ) as kube:
         yield kube
-    finally:
-        op.stop()
-        print(f"--- {op.log_path}\n{op.tail(80)}")
-
-
-def admin(kafka: KafkaCluster) -> KafkaAdmin:
-    return KafkaAdmin(KafkaConnection(tuple(kafka.bootstrap.split(","))))
-
-
-async def log_dirs(kafka: KafkaCluster) -> list[BrokerLogDirs]:
-    a = admin(kafka)
-    try:
-        return await a.describe_log_dirs()
-    finally:
-        await a.close()
 
 
 def replicas_by_dir(dirs: list[BrokerLogDirs], topics: set[str]) -> dict[tuple[int, str], int]:
@@ -150,7 +107,7 @@ async def skew_into_first_dirs(kafka: KafkaCluster, topics: list[str]) -> None:
     wanted = {
         (t, p, b): str(kafka.broker(b).log_dirs[0])
         for t in topics
-        for p, brokers in PLACEMENT.items()
+        for p, brokers in COUNTED.items()
         for b in brokers
     }
     a = admin(kafka)
@@ -174,44 +131,12 @@ async def skew_into_first_dirs(kafka: KafkaCluster, topics: list[str]) -> None:
         await a.close()
 
 
-def create_topics(kafka: KafkaCluster, counted: str, bulk: str) -> None:
-    client = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
-    try:
-        client.create_topics(
-            [
-                NewTopic(
-                    counted,
-                    replica_assignments=PLACEMENT,
-                    topic_configs={"min.insync.replicas": "2", **KEEP_COUNTED_RECORDS},
-                ),
-                NewTopic(bulk, replica_assignments=PLACEMENT),
-            ],
-            wait_for_metadata=True,
-        )
-    finally:
-        client.close()
-
-
-def fill(kafka: KafkaCluster, bulk: str) -> None:
-    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all", linger_ms=20)
-    try:
-        for i in range(BULK_RECORDS * PARTITIONS):
-            producer.send(bulk, value=bytes(1024), partition=i % PARTITIONS)
-        producer.flush(120)
-    finally:
-        producer.close()
-
-
-async def wait_until(check: Any, what: str, timeout: float = 120) -> Any:
-    """Poll a coroutine function until it returns something truthy."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: Any = None
-    while asyncio.get_running_loop().time() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+async def skewed_topics(kafka: KafkaCluster, counted: str, bulk: str) -> None:
+    """The counted and the bulk topic, every replica in its broker's first dir, then the bulk
+    one filled: each broker's disks 25 percentage points apart."""
+    create_topics(kafka, counted, bulk, COUNTED, BULK_RECORDS, fill=False)
+    await skew_into_first_dirs(kafka, [counted, bulk])
+    await asyncio.to_thread(fill_bulk, kafka, bulk, PARTITIONS, BULK_RECORDS)
 
 
 def status(kube: Kube, name: str) -> dict[str, Any]:
@@ -224,7 +149,7 @@ async def phase(kube: Kube, name: str, want: str, timeout: float = PLAN_TIMEOUT)
         assert st.get("phase") != "NotReady", st
         return st.get("phase") == want
 
-    await asyncio.to_thread(wait_for, reached, timeout, f"Rebalance {name} {want}")
+    await in_thread(reached, f"Rebalance {name} {want}", timeout)
     return status(kube, name)
 
 
@@ -246,9 +171,7 @@ def test_f_a_dirs_only_rebalance_planned_by_spark_and_executed(
 async def _dirs_only(kube: Kube, kafka: KafkaCluster) -> None:
     counted, bulk = "rb-f-counted", "rb-f-bulk"
     topics = {counted, bulk}
-    create_topics(kafka, counted, bulk)
-    await skew_into_first_dirs(kafka, [counted, bulk])
-    await asyncio.to_thread(fill, kafka, bulk)
+    await skewed_topics(kafka, counted, bulk)
     started = time.monotonic()
     timings: dict[str, float] = {}
 
@@ -274,12 +197,10 @@ async def _dirs_only(kube: Kube, kafka: KafkaCluster) -> None:
     producer = await JavaProducer.start(
         kafka.bootstrap, counted, PARTITIONS, 4000, ("none",), pace_ms=10
     )
-    await wait_until(lambda: _true(len(producer.acks) > 100), "the producer under way")
+    await wait_until(lambda: true(len(producer.acks) > 100), "the producer under way")
     kube.run("annotate", "-n", NS, "rebalance", "even", "jbod.io/rebalance=approve", "--overwrite")
     await phase(kube, "even", "Rebalancing", 60)
-    kids = await asyncio.to_thread(
-        wait_for, lambda: children(kube, "even"), 60, "the Rebalance's children"
-    )
+    await in_thread(lambda: children(kube, "even"), "the Rebalance's children", 60)
     assert not producer.done, "the producer ended before the moves started"
     st = await phase(kube, "even", "Ready", 300)
     timings["approve_to_ready"] = round(time.monotonic() - started - timings["plan"], 1)
@@ -298,14 +219,11 @@ async def _dirs_only(kube: Kube, kafka: KafkaCluster) -> None:
         per_dir = [n for (broker, _), n in held.items() if broker == b]
         assert len(per_dir) == 2 and min(per_dir) > 0, held
     for b in (1, 2, 3, 4):
-        cfg = await _broker_configs(kafka, b)
+        cfg = await broker_configs(kafka, b)
         assert cfg.get(COPY_THROTTLE) is None, (b, cfg)
 
-    await producer.wait(240)
-    assert not producer.errors, producer.errors[:5]
-    got = await consume(kafka.bootstrap, counted, PARTITIONS)
-    check_exactly_once_in_order(producer.acks, got)
-    assert len(producer.acks) == len(got) == 4000
+    await finish(kafka, producer, counted)
+    assert len(producer.acks) == 4000
     print(json.dumps({"timings_s": timings, "moves": p["movesBetweenDisks"]}))
 
 
@@ -329,10 +247,7 @@ def test_f_detected_a_sustained_skew_creates_a_rebalance_of_the_kafka_cluster(
 
 
 async def _detected(kube: Kube, kafka: KafkaCluster) -> None:
-    counted, bulk = "rb-d-counted", "rb-d-bulk"
-    create_topics(kafka, counted, bulk)
-    await skew_into_first_dirs(kafka, [counted, bulk])
-    await asyncio.to_thread(fill, kafka, bulk)
+    await skewed_topics(kafka, "rb-d-counted", "rb-d-bulk")
     balance = {
         "enabled": True,
         "diskSpreadThresholdPercent": 10,
@@ -345,20 +260,17 @@ async def _detected(kube: Kube, kafka: KafkaCluster) -> None:
     patch = {"spec": {"balance": balance}}
     kube.run("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(patch))
     try:
-        made = await asyncio.to_thread(
-            wait_for, lambda: detected(kube), 120, "a Rebalance created by detection"
-        )
-        (rb,) = made
+        await in_thread(lambda: detected(kube), "a Rebalance created by detection")
+        (rb,) = detected(kube)
         name = rb["metadata"]["name"]
         assert rb["metadata"]["labels"][TRIGGER_LABEL] == "disk-imbalance"
         assert rb["metadata"]["labels"][CLUSTER_LABEL] == CLUSTER
         assert rb["spec"] == {**rb["spec"], "clusterName": CLUSTER, "mode": "dirs-only"}
         assert rb["metadata"]["ownerReferences"][0]["kind"] == "KafkaCluster"
-        seen = await asyncio.to_thread(
-            wait_for,
+        seen = await in_thread(
             lambda: (s := balance_status(kube)).get("lastTriggered") and s,
-            30,
             "KafkaCluster status.balance.lastTriggered",
+            30,
         )
         assert seen["lastTriggered"]["name"] == name, seen
         assert seen["diskSpreadPercent"] > 10 and seen["knownBrokers"] == [1, 2, 3, 4], seen
@@ -370,16 +282,3 @@ async def _detected(kube: Kube, kafka: KafkaCluster) -> None:
         kube.run("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(off))
         for r in detected(kube):
             kube.run("delete", "rebalance", "-n", NS, r["metadata"]["name"], "--wait=false")
-
-
-async def _broker_configs(kafka: KafkaCluster, broker: int) -> dict[str, str | None]:
-    a = admin(kafka)
-    try:
-        cfg = await a.describe_configs(ConfigKind.BROKER, str(broker))
-        return {k: e.value for k, e in cfg.items()}
-    finally:
-        await a.close()
-
-
-async def _true(value: bool) -> bool:
-    return value
