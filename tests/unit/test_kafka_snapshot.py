@@ -4,8 +4,11 @@ the Spark job, the waves and the measure at the end read both alike."""
 
 from __future__ import annotations
 
+from jbod_operator.models import BalanceSpec
 from jbod_operator.models.snapshot import ClusterSnapshot
+from jbod_operator.plan import balance_objects as bo
 from jbod_operator.plan import rebalance as rp
+from jbod_operator.plan.balance_trigger import Known, TriggerConfig, decide
 from jbod_operator.plan.kafka_dirs import kafka_broker_dirs, kafka_snapshot
 from jbod_operator.plan.kafka_types import (
     BrokerLogDirs,
@@ -203,3 +206,29 @@ def test_the_spec_checks_read_kafka_ids() -> None:
     view = rp.cluster_view(4, ("0", "1"), s)
     assert view.dirs[1] == (("0", "/kafka/1/data-0"), ("1", "/kafka/1/data-1"))
     assert view.dirs[3] == (("0", "0"), ("1", "1"))
+
+
+def test_detection_on_a_kafka_cluster_triggers_a_dirs_only_rebalance() -> None:
+    """The sampler's sample of a KafkaCluster is its snapshot: disks 15 points apart on
+    broker 1 (40 MiB against 1 MiB of 256), held for the window, make a dirs-only Rebalance;
+    a fenced broker breaks the window (it does not answer)."""
+    cfg = TriggerConfig.from_spec(
+        BalanceSpec(enabled=True, window_seconds=2, sample_interval_seconds=1, history_samples=30)
+    )
+    healthy = kafka_snapshot(
+        "kc",
+        ClusterDescription("id", 1, CLUSTER.brokers[:2]),
+        {b: kafka_broker_dirs(d) for b, d in dirs().items()},
+        METADATA,
+        dir_capacity=256 * MIB,
+    )
+    samples = [bo.sample_from_snapshot(t, healthy) for t in (0.0, 1.0, 2.0, 3.0)]
+    assert samples[0].expected_brokers == samples[0].answered == {1, 2}
+    known = Known(frozenset({1, 2}), frozenset({"0", "1"}))
+    d = decide(samples, cfg, 3.0, known)
+    assert d.create is not None and d.create.mode.value == "dirs-only", d
+    assert d.create.trigger.value == "disk-imbalance"
+
+    fenced = [bo.sample_from_snapshot(t, snap()) for t in (0.0, 1.0, 2.0, 3.0)]
+    assert fenced[0].expected_brokers == {1, 2, 3} and fenced[0].answered == {1, 2}
+    assert decide(fenced, cfg, 3.0, known).create is None
