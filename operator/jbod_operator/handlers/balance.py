@@ -27,7 +27,7 @@ from typing import Any
 
 import kopf
 
-from ..clients.kube import BROKER_CLUSTERS, KAFKA_CLUSTERS, REBALANCES, ApiError, Resource
+from ..clients.kube import BROKER_CLUSTERS, KAFKA_CLUSTERS, REBALANCES, ApiError
 from ..models import BrokerCluster
 from ..models.kafka_cluster import KafkaCluster
 from ..plan import balance_objects
@@ -78,17 +78,33 @@ async def _rebalances(ctx: Ctx, ns: str, cluster: str) -> list[dict[str, Any]]:
     return [r for r in items if (r.get("spec") or {}).get("clusterName") == cluster]
 
 
-def _kind(body: Mapping[str, Any]) -> tuple[Resource, type[BrokerCluster | KafkaCluster]]:
-    """The cluster's resource and model: a KafkaCluster, else a BrokerCluster."""
-    if body.get("kind") == KafkaCluster.kind:
-        return KAFKA_CLUSTERS, KafkaCluster
-    return BROKER_CLUSTERS, BrokerCluster
+def _is_kafka(body: Mapping[str, Any]) -> bool:
+    """A KafkaCluster's body, else a BrokerCluster's."""
+    return body.get("kind") == KafkaCluster.kind
+
+
+async def _get(ctx: Ctx, kafka: bool, ns: str, name: str) -> dict[str, Any] | None:
+    # One call per kind: the chart's RBAC is derived from the kube.py constant of each call.
+    if kafka:
+        return await ctx.kube.get(KAFKA_CLUSTERS, ns, name)
+    return await ctx.kube.get(BROKER_CLUSTERS, ns, name)
+
+
+async def _patch_status(
+    ctx: Ctx, kafka: bool, ns: str | None, name: str, patch: dict[str, Any]
+) -> None:
+    if kafka:
+        await ctx.kube.patch_status(KAFKA_CLUSTERS, ns, name, patch)
+    else:
+        await ctx.kube.patch_status(BROKER_CLUSTERS, ns, name, patch)
 
 
 async def sample_and_decide(ctx: Ctx, body: dict[str, Any], now: float | None = None) -> None:
     """One round: sample, decide, create the Rebalance if due, write ``status.balance``."""
-    res, model = _kind(body)
-    bc = model.model_validate(body)
+    kafka = _is_kafka(body)
+    bc: BrokerCluster | KafkaCluster = (
+        KafkaCluster.model_validate(body) if kafka else BrokerCluster.model_validate(body)
+    )
     balance = bc.spec.balance
     ns = bc.metadata.namespace or "default"
     name = bc.metadata.name
@@ -164,7 +180,7 @@ async def sample_and_decide(ctx: Ctx, body: dict[str, Any], now: float | None = 
         last_sample_time=taken,
         last_triggered=last,
     )
-    await ctx.kube.patch_status(res, ns, name, {"balance": new_status})
+    await _patch_status(ctx, kafka, ns, name, {"balance": new_status})
     post_events(body, events)
 
 
@@ -177,8 +193,9 @@ async def _say_off(ctx: Ctx, body: dict[str, Any]) -> None:
     balance = (body.get("status") or {}).get("balance")
     if balance and balance.get("message") != OFF:
         meta = body["metadata"]
-        await ctx.kube.patch_status(
-            _kind(body)[0],
+        await _patch_status(
+            ctx,
+            _is_kafka(body),
             meta.get("namespace"),
             meta["name"],
             {"balance": {"message": OFF, "sustainedSince": None, "samples": 0}},
@@ -188,7 +205,7 @@ async def _say_off(ctx: Ctx, body: dict[str, Any]) -> None:
 async def follow(ctx: Ctx, body: kopf.Body, stopped: kopf.DaemonStopped) -> None:
     """Sample one BrokerCluster or KafkaCluster while it lives (the daemons
     ``main.cluster_balance``, ``main.kafka_cluster_balance``)."""
-    res = _kind(body)[0]
+    kafka = _is_kafka(body)
     meta = body["metadata"]
     ns, name = meta.get("namespace") or "default", meta["name"]
     idle = ctx.settings.reconcile_interval_seconds
@@ -197,7 +214,7 @@ async def follow(ctx: Ctx, body: kopf.Body, stopped: kopf.DaemonStopped) -> None
             started = time.monotonic()
             wait = idle
             try:
-                fresh = await ctx.kube.get(res, ns, name)
+                fresh = await _get(ctx, kafka, ns, name)
                 if fresh is None or fresh["metadata"].get("deletionTimestamp"):
                     return
                 spec = (fresh.get("spec") or {}).get("balance") or {}
