@@ -153,12 +153,15 @@ async def phase(kube: Kube, name: str, want: str, timeout: float = PLAN_TIMEOUT)
     return status(kube, name)
 
 
+def listed(kube: Kube, kind: str, selector: str) -> list[dict[str, Any]]:
+    raw = kube.run("get", "-n", NS, kind, "-l", selector, "-o", "json")
+    items: list[dict[str, Any]] = json.loads(raw)["items"]
+    return items
+
+
 def children(kube: Kube, name: str) -> list[dict[str, Any]]:
-    out = []
-    for kind in ("partitionreassignments", "logdirmoves"):
-        raw = kube.run("get", "-n", NS, kind, "-l", f"jbod.io/rebalance={name}", "-o", "json")
-        out += json.loads(raw)["items"]
-    return out
+    selector = f"jbod.io/rebalance={name}"
+    return listed(kube, "partitionreassignments", selector) + listed(kube, "logdirmoves", selector)
 
 
 @pytest.mark.timeout(900)
@@ -234,9 +237,7 @@ def balance_status(kube: Kube) -> dict[str, Any]:
 
 
 def detected(kube: Kube) -> list[dict[str, Any]]:
-    raw = kube.run("get", "-n", NS, "rebalances", "-l", f"{TRIGGER_LABEL}", "-o", "json")
-    items: list[dict[str, Any]] = json.loads(raw)["items"]
-    return items
+    return listed(kube, "rebalances", TRIGGER_LABEL)
 
 
 @pytest.mark.timeout(300)
