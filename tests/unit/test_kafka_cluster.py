@@ -151,10 +151,14 @@ def test_security_combinations_are_refused_by_the_model(spec: dict[str, Any]) ->
 
 
 def test_the_crd_carries_the_cel_rules_the_model_checks() -> None:
+    # spec.balance is BrokerCluster's BalanceSpec, with its own two rules (a history that
+    # covers the window, a threshold not written as the integer 0)
     assert cel_rules() == [
         "self.securityProtocol.startsWith('SASL_') == has(self.sasl)",
         "!has(self.tls) || self.securityProtocol.endsWith('SSL')",
         "has(self.certificate) == has(self.key)",
+        "self.historySamples * self.sampleIntervalSeconds > self.windowSeconds",
+        "self >= 0.5",
     ]
 
 
