@@ -26,10 +26,9 @@ Rules kept from Kafka:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from . import wire
@@ -94,14 +93,35 @@ class Partition:
         """Until :meth:`notify` or ``timeout_s``. Keyed by the partition, not by a log: a
         move's swap replaces the log object, and a waiter re-reads the current one on waking
         (nothing to hand over at the swap, nothing left waiting on the retired log)."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.waiters.append(fut)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(fut, timeout_s)
+        await wait_on_any((self,), timeout_s)
 
     @property
     def maximal_isr(self) -> set[int]:
         return set(self.isr) | set(self.pending_isr or ())
+
+
+async def wait_on_any(parts: Sequence[Partition], timeout_s: float) -> None:
+    """Until one of ``parts`` notifies, or ``timeout_s``. One future joins every partition's
+    waiters and one timer bounds it: a follower's long poll runs this on every fetch round,
+    and a task per partition (as ``asyncio.wait`` over each one's wait) cost more than the
+    round's own work. The future is taken off the lists that still hold it when it ends."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[None] = loop.create_future()
+    for p in parts:
+        p.waiters.append(fut)
+    timer = loop.call_later(timeout_s, _wake, fut)
+    try:
+        await fut
+    finally:
+        timer.cancel()
+        for p in parts:
+            if fut in p.waiters:
+                p.waiters.remove(fut)
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 IsrSender = Callable[[wire.AlterPartitionItem], None]
@@ -524,15 +544,7 @@ class ReplicaManager:
         """Until data or the high watermark moves on one of ``tps`` (or leadership changes),
         or ``timeout_s``: the long poll of a fetch naming several partitions."""
         parts = [p for tp in tps if (p := self.partitions.get(tp)) is not None]
-        if not parts:
-            await asyncio.sleep(timeout_s)
-            return
-        futs = [asyncio.ensure_future(p.wait(timeout_s)) for p in parts]
-        try:
-            await asyncio.wait(futs, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for f in futs:
-                f.cancel()
+        await wait_on_any(parts, timeout_s)
 
     def fetch_for_follower(
         self,

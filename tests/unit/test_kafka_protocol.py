@@ -151,3 +151,23 @@ def test_make_keeps_the_fields_a_version_has() -> None:
         record_errors=(),  # v8+
     )
     assert p.base_offset == 5 and not hasattr(p, "log_start_offset")
+
+
+def test_kios_index_is_consulted_once_per_api_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kio's index resolves a module by name on every lookup; the listener and a follower's
+    every round ask for the same few entities, so each is looked up once."""
+    calls: list[tuple[int, int]] = []
+
+    def counting(api_key: int, version: int) -> Any:
+        calls.append((api_key, version))
+        return load_request_schema(api_key, version)
+
+    monkeypatch.setattr(protocol, "load_request_schema", counting)
+    protocol.request_schema.cache_clear()
+    try:
+        for _ in range(3):
+            parse_request(frame(protocol.METADATA, 12, metadata_request("a")))
+            protocol.request_module(protocol.METADATA, 12)
+        assert calls == [(protocol.METADATA, 12)]
+    finally:
+        protocol.request_schema.cache_clear()

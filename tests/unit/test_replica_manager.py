@@ -344,3 +344,43 @@ async def test_a_new_leader_names_no_end_until_its_hw_reaches_its_epoch_start(
     follower_fetch(rm, 2, 3, epoch=1)  # broker 2 has the three: the HW reaches them
     assert lg.high_watermark == 3
     rm.check_offsets_available(p, lg)
+
+
+async def test_a_long_poll_over_several_partitions_wakes_on_any_and_leaves_no_waiter(
+    tmp_path: Path,
+) -> None:
+    """A follower's long poll (``wait_for_any``) ends when one of its partitions moves or when
+    its time is up, and afterwards no partition still holds a waiter for it (each round of
+    every follower runs one; left behind, they would pile up on idle partitions)."""
+    rm = make(tmp_path)
+    tps = [TopicPartition("t", i) for i in range(3)]
+    rm.leader_and_isr(
+        wire.LeaderAndIsrRequest(
+            controller_id=0,
+            controller_epoch=1,
+            partitions=[
+                wire.LeaderAndIsrPartition(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    leader=1,
+                    leader_epoch=0,
+                    isr=[1, 2, 3],
+                    replicas=[1, 2, 3],
+                    is_new_replica=True,
+                    min_insync_replicas=1,
+                )
+                for tp in tps
+            ],
+        )
+    )
+    parts = [rm.partition(tp) for tp in tps]
+    await rm.wait_for_any(tps, 0.01)
+    assert [p.waiters for p in parts] == [[], [], []]
+    poll = asyncio.create_task(rm.wait_for_any(tps, 30))
+    await asyncio.sleep(0)
+    assert all(len(p.waiters) == 1 for p in parts)
+    started = time.monotonic()
+    await rm.produce(tps[1], rec(), acks=1, timeout_ms=100)  # the append notifies t-1
+    await asyncio.wait_for(poll, 5)
+    assert time.monotonic() - started < 5
+    assert [p.waiters for p in parts] == [[], [], []]

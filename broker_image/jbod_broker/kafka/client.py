@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 from typing import Any
 
-from kio.index import load_response_schema
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32
+from kio.serial import entity_reader
 
 from ..errors import KafkaError
-from .protocol import SIZE
+from .protocol import SIZE, encode_request, response_schema
 
 
 class LeaderConnectionError(KafkaError):
@@ -81,7 +78,7 @@ class KafkaConnection:
                 f"a response frame of {size} bytes (at most {self.max_response_bytes})"
             )
         raw = await self._reader.readexactly(size)
-        response_type: type[Any] = load_response_schema(body.__api_key__, body.__version__)
+        response_type = response_schema(body.__api_key__, body.__version__)
         try:
             header, used = entity_reader(response_type.__header_schema__)(raw, 0)
             if header.correlation_id != cid:
@@ -94,23 +91,7 @@ class KafkaConnection:
         return response
 
     def _frame(self, body: Any, correlation_id: int) -> bytes:
-        header_type: type[Any] = body.__header_schema__
-        buf = io.BytesIO()
-        buf.write(b"\0\0\0\0")
-        entity_writer(header_type)(
-            buf,
-            header_type(
-                request_api_key=i16(body.__api_key__),
-                request_api_version=i16(body.__version__),
-                correlation_id=i32(correlation_id),
-                client_id=self.client_id,
-            ),
-        )
-        entity_writer(type(body))(buf, body)
-        out = buf.getbuffer()
-        SIZE.pack_into(out, 0, len(out) - SIZE.size)
-        del out
-        return buf.getvalue()
+        return encode_request(correlation_id, self.client_id, body)
 
     async def close(self) -> None:
         writer, self._writer, self._reader = self._writer, None, None

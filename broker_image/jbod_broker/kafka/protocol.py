@@ -4,8 +4,9 @@ A request is a 4-byte big-endian size and that many bytes: a request header (v1,
 tagged fields for a flexible version), then the body. Which header a request carries depends
 on its API key and version, read from the first four bytes. A response is a size, a response
 header (v0, or v1 for flexible versions; ApiVersions always v0, KIP-511) and the body. Every
-header and body is encoded and decoded by kio's entities, generated from Kafka's JSON message
-definitions: nothing here spells a field.
+header and body is one of kio's entities, generated from Kafka's JSON message definitions,
+decoded by kio's readers and encoded by writers compiled from the same definitions
+(:mod:`.writer`, byte for byte kio's): nothing here spells a field.
 
 What cannot be answered closes the connection, as Kafka's SocketServer does: an unknown API
 key, a version outside the advertised range (except ApiVersions, which is answered with v0 and
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import io
 import struct
 import sys
 from dataclasses import dataclass
@@ -30,8 +30,10 @@ from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.schema.index import api_key_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 from kio.static.primitive import i32
+
+from .writer import join_pieces, writer_for
 
 PRODUCE = 0
 FETCH = 1
@@ -105,7 +107,7 @@ def parse_request(frame: bytes | bytearray | memoryview) -> Request:
         header, _ = _read(header_type, frame, 0, "ApiVersions request header")
         return Request(api_key, version, header.correlation_id, header.client_id, None)
     try:
-        request_type: type[Any] = load_request_schema(api_key, version)
+        request_type = request_schema(api_key, version)
     except KioIndexError as e:  # pragma: no cover - SUPPORTED names kio's versions only
         raise ProtocolError(str(e)) from e
     header, used = _read(request_type.__header_schema__, frame, 0, "request header")
@@ -125,14 +127,31 @@ def _read(
     return value, used
 
 
+@functools.cache
+def request_schema(api_key: int, version: int) -> type[Any]:
+    """kio's request entity of ``(api_key, version)``, looked up once: kio's index resolves
+    the module path by name on every call, about as costly as decoding a small request, and
+    every request and every follower round asks for it."""
+    schema: type[Any] = load_request_schema(api_key, version)
+    return schema
+
+
+@functools.cache
+def response_schema(api_key: int, version: int) -> type[Any]:
+    """kio's response entity of ``(api_key, version)``, looked up once (as
+    :func:`request_schema`)."""
+    schema: type[Any] = load_response_schema(api_key, version)
+    return schema
+
+
 def request_module(api_key: int, version: int) -> ModuleType:
     """kio's module of the request entities (the request and its nested types)."""
-    return sys.modules[load_request_schema(api_key, version).__module__]
+    return sys.modules[request_schema(api_key, version).__module__]
 
 
 def response_module(api_key: int, version: int) -> ModuleType:
     """kio's module of the response entities (the response and its nested types)."""
-    return sys.modules[load_response_schema(api_key, version).__module__]
+    return sys.modules[response_schema(api_key, version).__module__]
 
 
 T = TypeVar("T")
@@ -151,50 +170,38 @@ def _field_names(entity_type: type[Any]) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(entity_type))
 
 
-class _Pieces:
-    """A codec's output buffer that keeps spliced values apart: bytes written are collected,
-    anything else a field holds in place of bytes (a ``storage.log.FileSlice`` of records) is
-    kept as a piece of its own, after the length prefix the codec wrote from its ``len()``."""
-
-    def __init__(self) -> None:
-        self._buf = bytearray(SIZE.size)  # the frame's size, filled in by :meth:`frame`
-        self.pieces: list[Any] = [self._buf]
-
-    def write(self, value: Any) -> int:
-        if isinstance(value, bytes | bytearray | memoryview):
-            self._buf += value
-        else:
-            self.pieces.append(value)
-            self._buf = bytearray()
-            self.pieces.append(self._buf)
-        return len(value)
-
-    def frame(self) -> list[Any]:
-        SIZE.pack_into(self.pieces[0], 0, sum(len(p) for p in self.pieces) - SIZE.size)
-        return [p for p in self.pieces if len(p)]
-
-
 def encode_response_pieces(correlation_id: int, response: Any) -> list[Any]:
-    """The whole frame as :func:`encode_response` makes it, but with every records field that
-    holds a file range instead of bytes left as that range, between the bytes around it: the
-    listener sends the bytes and has the kernel send the ranges from their files. kio writes
-    each range's length prefix from its ``len()``, as it would for bytes."""
+    """The whole frame (size, the response header its definition names, the body) as pieces:
+    bytes, and every records field that holds a file range instead of bytes left as that
+    range, between the bytes around it: the listener sends the bytes and has the kernel send
+    the ranges from their files. The length prefix of each range is written from its
+    ``len()``, as for bytes (:mod:`.writer`, kio's encoding)."""
     header_type: type[Any] = response.__header_schema__
-    out = _Pieces()
-    buffer: Any = out  # kio writes to anything with ``write``
-    entity_writer(header_type)(buffer, header_type(correlation_id=i32(correlation_id)))
-    entity_writer(type(response))(buffer, response)
-    return out.frame()
+    out: list[Any] = [b""]  # the frame's size, once the rest is known
+    writer_for(header_type)(out, header_type(correlation_id=i32(correlation_id)))
+    writer_for(type(response))(out, response)
+    out[0] = SIZE.pack(sum(len(p) for p in out))
+    return join_pieces(out)
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:
-    """The whole frame: size, the response header its definition names, the body."""
-    header_type: type[Any] = response.__header_schema__
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
-    entity_writer(header_type)(buf, header_type(correlation_id=i32(correlation_id)))
-    entity_writer(type(response))(buf, response)
-    out = buf.getbuffer()
-    SIZE.pack_into(out, 0, len(out) - SIZE.size)
-    del out
-    return buf.getvalue()
+    """The whole frame in one ``bytes`` (a response whose fields all hold bytes)."""
+    return b"".join(encode_response_pieces(correlation_id, response))
+
+
+def encode_request(correlation_id: int, client_id: str | None, body: Any) -> bytes:
+    """A request's whole frame: size, the request header its definition names, the body."""
+    header_type: type[Any] = body.__header_schema__
+    out: list[Any] = [b""]
+    writer_for(header_type)(
+        out,
+        header_type(
+            request_api_key=body.__api_key__,
+            request_api_version=body.__version__,
+            correlation_id=i32(correlation_id),
+            client_id=client_id,
+        ),
+    )
+    writer_for(type(body))(out, body)
+    out[0] = SIZE.pack(sum(len(p) for p in out))
+    return b"".join(out)
