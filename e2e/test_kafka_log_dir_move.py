@@ -17,38 +17,33 @@ from __future__ import annotations
 
 import asyncio
 import json
-import warnings
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jbod_operator.clients.kafka_admin import KafkaAdmin, KafkaConnection
-from jbod_operator.control.kafka_log_dir_moves import COPY_THROTTLE, CORDONED_LOG_DIRS
-from jbod_operator.plan.kafka_types import BrokerLogDirs, ConfigKind, LogDir
-from tests.integration.java_clients import (
-    KEEP_COUNTED_RECORDS,
-    JavaProducer,
-    check_exactly_once_in_order,
-    consume,
+from e2e import kafka_env
+from e2e.kafka_env import (
+    CLUSTER,
+    PARTITIONS,
+    broker_configs,
+    finish,
+    in_thread,
+    log_dirs,
+    operator_on_kafka,
+    true,
+    wait_until,
 )
+from jbod_operator.control.kafka_log_dir_moves import COPY_THROTTLE, CORDONED_LOG_DIRS
+from jbod_operator.plan.kafka_types import BrokerLogDirs, LogDir
+from tests.integration.java_clients import JavaProducer
 from tests.kafka_jars import KafkaCluster
 from tests.kube_cluster import KubeCluster
-from tests.operator_harness import Kube, OperatorProcess, wait_for
-
-with warnings.catch_warnings():  # kafka-python 3.0's import warns on Python 3.11
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaProducer
-    from kafka.admin import KafkaAdminClient, NewTopic
+from tests.operator_harness import Kube
 
 pytestmark = pytest.mark.e2e
 
 NS = "kafka-ldm"
-CLUSTER = "jbod"
-REPO = Path(__file__).resolve().parents[1]
-PARTITIONS = 4
-COUNTED = {0: [1, 2], 1: [2, 3], 2: [3, 4], 3: [4, 1]}
 BULK_RECORDS = 8000
 """8000 x 1 KiB per bulk partition: seconds to copy under the throttles below."""
 
@@ -58,37 +53,8 @@ def env(
     kube_cluster: KubeCluster, kafka_jbod: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Kube]:
     work = tmp_path_factory.mktemp("kafka-ldm-e2e")
-    kube_cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
-    kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
-    )
-    kube_cluster.kubectl("create", "namespace", NS, check=False)
-    kube = Kube(kube_cluster, NS)
-    op = OperatorProcess(kube_cluster, NS, str(work), env={"JBOD_OPERATOR_LEASE_NAMESPACE": NS})
-    op.start()
-    try:
-        kube.apply(
-            {
-                "apiVersion": "jbod.io/v1alpha1",
-                "kind": "KafkaCluster",
-                "metadata": {"name": CLUSTER},
-                "spec": {
-                    "bootstrapServers": kafka_jbod.bootstrap.split(","),
-                    "refreshIntervalSeconds": 5,
-                },
-            }
-        )
-        wait_for(
-            lambda: (
-                (kube.condition("kafkacluster", CLUSTER, "Ready") or {}).get("status") == "True"
-            ),
-            timeout=90,
-            what="KafkaCluster Ready",
-        )
+    with operator_on_kafka(kube_cluster, kafka_jbod, work, NS) as kube:
         yield kube
-    finally:
-        op.stop()
-        print(f"--- {op.log_path}\n{op.tail(60)}")
 
 
 def create_topics(
@@ -96,45 +62,7 @@ def create_topics(
 ) -> None:
     """``counted`` for the Java producer (min ISR 2), ``bulk`` filled with BULK_RECORDS per
     partition so that its copies last seconds under a throttle."""
-    client = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
-    try:
-        client.create_topics(
-            [
-                NewTopic(
-                    counted,
-                    replica_assignments=COUNTED,
-                    topic_configs={"min.insync.replicas": "2", **KEEP_COUNTED_RECORDS},
-                ),
-                NewTopic(bulk, replica_assignments=bulk_at),
-            ],
-            wait_for_metadata=True,
-        )
-    finally:
-        client.close()
-    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all", linger_ms=20)
-    try:
-        for i in range(BULK_RECORDS * len(bulk_at)):
-            producer.send(bulk, value=bytes(1024), partition=i % len(bulk_at))
-        producer.flush(120)
-    finally:
-        producer.close()
-
-
-async def log_dirs(kafka: KafkaCluster) -> list[BrokerLogDirs]:
-    admin = KafkaAdmin(KafkaConnection(tuple(kafka.bootstrap.split(","))))
-    try:
-        return await admin.describe_log_dirs()
-    finally:
-        await admin.close()
-
-
-async def broker_configs(kafka: KafkaCluster, broker: int) -> dict[str, str | None]:
-    admin = KafkaAdmin(KafkaConnection(tuple(kafka.bootstrap.split(","))))
-    try:
-        cfg = await admin.describe_configs(ConfigKind.BROKER, str(broker))
-        return {k: e.value for k, e in cfg.items()}
-    finally:
-        await admin.close()
+    kafka_env.create_topics(kafka, counted, bulk, bulk_at, BULK_RECORDS)
 
 
 def where(dirs: list[BrokerLogDirs], broker: int, topic: str, part: int) -> dict[str, str]:
@@ -170,30 +98,6 @@ def phase(kube: Kube, name: str) -> str | None:
     return ((kube.get("logdirmove", name) or {}).get("status") or {}).get("phase")
 
 
-async def wait_until(check: Any, what: str, timeout: float = 120) -> Any:
-    """Poll a coroutine function until it returns something truthy."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: Any = None
-    while asyncio.get_running_loop().time() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
-async def in_thread(fn: Any, what: str, timeout: float = 120) -> Any:
-    return await asyncio.to_thread(wait_for, fn, timeout, what)
-
-
-async def finish(kafka: KafkaCluster, producer: JavaProducer, topic: str) -> None:
-    await producer.wait(240)
-    assert not producer.errors, producer.errors[:5]
-    got = await consume(kafka.bootstrap, topic, PARTITIONS)
-    check_exactly_once_in_order(producer.acks, got)
-    assert len(producer.acks) == len(got)
-
-
 def test_b_a_throttled_move_then_a_cancelled_one(env: Kube, kafka_jbod: KafkaCluster) -> None:
     asyncio.run(_throttled_then_cancelled(env, kafka_jbod))
 
@@ -204,7 +108,7 @@ async def _throttled_then_cancelled(kube: Kube, kafka: KafkaCluster) -> None:
     producer = await JavaProducer.start(
         kafka.bootstrap, counted, PARTITIONS, 4000, ("none",), pace_ms=10
     )
-    await wait_until(lambda: _true(len(producer.acks) > 100), "the producer under way")
+    await wait_until(lambda: true(len(producer.acks) > 100), "the producer under way")
 
     # -- a throttled move: the bulky replica and one being written to, on broker 1 ---------
     dirs = await log_dirs(kafka)
@@ -271,10 +175,6 @@ async def _throttled_then_cancelled(kube: Kube, kafka: KafkaCluster) -> None:
     await finish(kafka, producer, counted)
 
 
-async def _true(value: bool) -> bool:
-    return value
-
-
 async def _has(key: str, value: str | None, kafka: KafkaCluster, broker: int) -> bool:
     """The broker's config ``key`` is ``value`` (None: not set). Configs reach the broker's
     metadata a moment after the call that set them: tests read them back by condition."""
@@ -295,7 +195,7 @@ async def _drain(kube: Kube, kafka: KafkaCluster) -> None:
     producer = await JavaProducer.start(
         kafka.bootstrap, counted, PARTITIONS, 3000, ("none",), pace_ms=10
     )
-    await wait_until(lambda: _true(len(producer.acks) > 100), "the producer under way")
+    await wait_until(lambda: true(len(producer.acks) > 100), "the producer under way")
 
     # Broker 3's fuller dir, named as the KafkaCluster's status lists it: its path.
     dirs = await log_dirs(kafka)

@@ -11,11 +11,15 @@ throughout and a consumer reading everything back, nothing lost or duplicated.
 - (d) cancel mid-batch (a slow throttle, so the cancel lands mid-step) and rollback after the
   end, each ending with every partition at its original replicas, in order, led by its
   preferred leader, and no throttle left.
+
+(c) and (g), an operator or a broker stopped mid-way, are ``e2e/test_kafka_reassignment_ha.py``
+(its own Kafka cluster, two operators), which imports the helpers here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -64,35 +68,73 @@ THROTTLE_KEYS = {
 LIMITS = {"maxConcurrentPartitionMovements": 2, "maxConcurrentReplicaMovements": 1}
 
 
+@contextlib.contextmanager
+def operators_on(
+    kube_cluster: KubeCluster,
+    kafka: KafkaCluster,
+    work: Path,
+    ns: str,
+    *,
+    operators: int = 1,
+    env: dict[str, str] | None = None,
+) -> Iterator[tuple[Kube, list[OperatorProcess]]]:
+    """The CRDs, namespace ``ns``, ``operators`` operator processes (the first holds the
+    Lease before the others start, so they are its standbys) and the KafkaCluster ``jbod``
+    on ``kafka``: what each module of Kafka reassignment scenarios runs against."""
+    kube_cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
+    kube_cluster.kubectl(
+        "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
+    )
+    kube_cluster.kubectl("create", "namespace", ns, check=False)
+    kube = Kube(kube_cluster, ns)
+    ops = [
+        OperatorProcess(
+            kube_cluster,
+            ns,
+            str(work),
+            name=f"operator-{i}",
+            env={"JBOD_OPERATOR_LEASE_NAMESPACE": ns, **(env or {})},
+        )
+        for i in range(operators)
+    ]
+    try:
+        ops[0].start()
+        if operators > 1:
+            wait_for(lambda: lease_holder(kube), what="the first operator to take the Lease")
+        for op in ops[1:]:
+            op.start()
+        kube.apply(
+            {
+                "apiVersion": "jbod.io/v1alpha1",
+                "kind": "KafkaCluster",
+                "metadata": {"name": "jbod"},
+                "spec": {
+                    "bootstrapServers": kafka.bootstrap.split(","),
+                    "refreshIntervalSeconds": 5,
+                },
+            }
+        )
+        yield kube, ops
+    finally:
+        for op in ops:
+            op.stop()
+            print(f"--- {op.log_path}\n{op.tail(60)}")
+
+
+def lease_holder(kube: Kube) -> str | None:
+    """The holder identity of the operators' Lease (it names the holder's pid)."""
+    lease = kube.get("lease", "jbod-operator-leader") or {}
+    holder: str | None = (lease.get("spec") or {}).get("holderIdentity")
+    return holder
+
+
 @pytest.fixture(scope="module")
 def env(
     kube_cluster: KubeCluster, kafka_jbod: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Kube, OperatorProcess]]:
     work = tmp_path_factory.mktemp("kafka-reassign-e2e")
-    kube_cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
-    kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
-    )
-    kube_cluster.kubectl("create", "namespace", NS, check=False)
-    kube = Kube(kube_cluster, NS)
-    op = OperatorProcess(kube_cluster, NS, str(work), env={"JBOD_OPERATOR_LEASE_NAMESPACE": NS})
-    op.start()
-    kube.apply(
-        {
-            "apiVersion": "jbod.io/v1alpha1",
-            "kind": "KafkaCluster",
-            "metadata": {"name": "jbod"},
-            "spec": {
-                "bootstrapServers": kafka_jbod.bootstrap.split(","),
-                "refreshIntervalSeconds": 5,
-            },
-        }
-    )
-    try:
+    with operators_on(kube_cluster, kafka_jbod, work, NS) as (kube, (op,)):
         yield kube, op
-    finally:
-        op.stop()
-        print(f"--- {op.log_path}\n{op.tail(60)}")
 
 
 def admin_call(kafka: KafkaCluster, fn: Any) -> Any:
@@ -140,21 +182,34 @@ def metadata(kafka: KafkaCluster, topic: str) -> dict[int, tuple[list[int], int 
 
 class InFlight:
     """ListPartitionReassignments sampled on a thread until stopped: the most partitions of
-    ``topic`` Kafka showed in flight at once."""
+    ``topic`` Kafka showed in flight at once, and each partition's steps in the order Kafka
+    showed them (a target is listed again only when it comes back after another target or
+    after nothing in flight: a step submitted twice)."""
 
     def __init__(self, kafka: KafkaCluster, topic: str) -> None:
         self.client = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
         self.topic = topic
         self.most = 0
         self.samples = 0
+        self.steps: dict[int, list[list[int]]] = {}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        last: dict[int, list[int]] = {}
         while not self.stop.wait(0.1):
             now = self.client.list_partition_reassignments()
-            self.most = max(self.most, sum(1 for tp in now if tp.topic == self.topic))
+            mine = {tp.partition: o for tp, o in now.items() if tp.topic == self.topic}
+            self.most = max(self.most, len(mine))
             self.samples += 1
+            seen = {
+                p: [b for b in o["replicas"] if b not in o["removing_replicas"]]
+                for p, o in mine.items()
+            }
+            for p, target in seen.items():
+                if last.get(p) != target:
+                    self.steps.setdefault(p, []).append(target)
+            last = seen
 
     def __enter__(self) -> InFlight:
         self.thread.start()
@@ -198,8 +253,22 @@ def phase_is(kube: Kube, name: str, *phases: str) -> dict[str, Any] | None:
     return st if st.get("phase") in phases else None
 
 
+async def wait_succeeded(kube: Kube, name: str, timeout: float) -> dict[str, Any]:
+    """The status once the reassignment ended, which must be Succeeded with every partition
+    Done."""
+    st: dict[str, Any] = await asyncio.to_thread(
+        wait_for,
+        lambda: phase_is(kube, name, "Succeeded", "Failed"),
+        timeout,
+        f"PartitionReassignment {name} Succeeded",
+    )
+    assert st["phase"] == "Succeeded", st
+    assert st["counts"] == {"Done": PARTITIONS} and st["progressPercent"] == 100, st
+    return st
+
+
 def batches_from_events(kube: Kube, name: str) -> list[list[tuple[str, int, list[int]]]]:
-    raw = json.loads(kube.run("get", "events", "-n", NS, "-o", "json"))
+    raw = json.loads(kube.run("get", "events", "-n", kube.namespace, "-o", "json"))
     evs = [
         e
         for e in raw["items"]
@@ -215,7 +284,7 @@ def batches_from_events(kube: Kube, name: str) -> list[list[tuple[str, int, list
 
 def events_of(kube: Kube, name: str) -> list[tuple[str, str, str]]:
     """The resource's Events, oldest first (what an assertion shows when batches differ)."""
-    raw = json.loads(kube.run("get", "events", "-n", NS, "-o", "json"))
+    raw = json.loads(kube.run("get", "events", "-n", kube.namespace, "-o", "json"))
     evs = [e for e in raw["items"] if e["involvedObject"]["name"] == name]
     evs.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
     return [(e.get("lastTimestamp") or "", e["reason"], e["message"]) for e in evs]
@@ -282,14 +351,7 @@ async def test_a_move_to_other_brokers_in_batches_within_the_limits(
         kube.apply(
             reassignment("spread", topic, targets, throttleBytesPerSecond=THROTTLE, **LIMITS)
         )
-        st = await asyncio.to_thread(
-            wait_for,
-            lambda: phase_is(kube, "spread", "Succeeded", "Failed"),
-            240,
-            "PartitionReassignment spread Succeeded",
-        )
-    assert st["phase"] == "Succeeded", st
-    assert st["counts"] == {"Done": PARTITIONS} and st["progressPercent"] == 100, st
+        st = await wait_succeeded(kube, "spread", 240)
     # Kafka never had more of the topic's partitions in flight than the limit.
     assert sampler.samples > 20
     assert 0 < sampler.most <= LIMITS["maxConcurrentPartitionMovements"], sampler.most
@@ -331,9 +393,10 @@ async def test_a_move_to_other_brokers_in_batches_within_the_limits(
     await finish_and_check(kafka_jbod, topic, prod, count)
 
 
-def at_originals(kafka: KafkaCluster, topic: str, before: dict[int, list[int]]) -> bool:
+def at_replicas(kafka: KafkaCluster, topic: str, assignment: dict[int, list[int]]) -> bool:
+    """Every partition of ``assignment`` at its replicas, in order, led by the first."""
     now = metadata(kafka, topic)
-    return all(now[p] == (reps, reps[0]) for p, reps in before.items())
+    return all(now[p] == (reps, reps[0]) for p, reps in assignment.items())
 
 
 async def test_cancel_mid_batch_then_rollback_after_the_end(
@@ -368,7 +431,7 @@ async def test_cancel_mid_batch_then_rollback_after_the_end(
     assert st["phase"] == "Cancelled", st
     await asyncio.to_thread(
         wait_for,
-        lambda: at_originals(kafka_jbod, topic, before),
+        lambda: at_replicas(kafka_jbod, topic, before),
         60,
         "the original replicas, in order, with their preferred leaders",
     )
@@ -396,6 +459,6 @@ async def test_cancel_mid_batch_then_rollback_after_the_end(
         wait_for, lambda: phase_is(kube, "back", "RolledBack"), 240, "RolledBack"
     )
     assert st["phase"] == "RolledBack", st
-    assert await asyncio.to_thread(at_originals, kafka_jbod, topic, before)
+    assert await asyncio.to_thread(at_replicas, kafka_jbod, topic, before)
     assert await asyncio.to_thread(throttles_left, kafka_jbod, topic) == {}
     await finish_and_check(kafka_jbod, topic, prod, count)

@@ -118,6 +118,14 @@ async def cluster_balance(
     await balance.follow(memo["ctx"], body, stopped)
 
 
+@kopf.daemon(GROUP, VERSION, "kafkaclusters", backoff=5, cancellation_timeout=5)
+async def kafka_cluster_balance(
+    body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped, **_: Any
+) -> None:
+    """Continuous detection for each KafkaCluster, the same loop (``handlers.balance.follow``)."""
+    await balance.follow(memo["ctx"], body, stopped)
+
+
 # -- Topic --------------------------------------------------------------------------------
 
 

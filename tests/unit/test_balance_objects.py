@@ -25,6 +25,7 @@ from jbod_operator.plan.balance_trigger import (
     Spread,
 )
 from jbod_operator.plan.conditions import parse_iso
+from jbod_operator.plan.snapshot import build_snapshot
 
 KNOWN = Known(frozenset({0, 1}), frozenset({"a", "b"}))
 
@@ -58,7 +59,7 @@ BC = {
 }
 
 
-def test_sample_from_describes() -> None:
+def test_sample_from_a_snapshot() -> None:
     describes: dict[int, wire.DescribeLogDirsResponse | None] = {
         # Its own volumes: measured as the volumes report.
         0: wire.DescribeLogDirsResponse(
@@ -80,7 +81,19 @@ def test_sample_from_describes() -> None:
         ),
         2: None,
     }
-    s = bo.sample_from_describes(50.0, range(3), describes, BC)
+    topic = {
+        "metadata": {"name": "t"},
+        "spec": {"clusterName": "demo"},
+        "status": {
+            "partitions": [
+                {"partition": 0, "replicas": [{"brokerId": 0}, {"brokerId": 1}]},
+                {"partition": 1, "replicas": [{"brokerId": 0}, {"brokerId": 2}]},
+                {"partition": 2, "replicas": [{"brokerId": 1}]},
+            ]
+        },
+    }
+    answering = {b: d for b, d in describes.items() if d is not None}
+    s = bo.sample_from_snapshot(50.0, build_snapshot("demo", BC, [topic], answering))
     assert s.time == 50.0
     assert s.expected_brokers == {0, 1, 2} and s.answered == {0, 1}
     assert [(d.broker_id, d.log_dir, d.used_bytes, d.capacity_bytes, d.live) for d in s.disks] == [

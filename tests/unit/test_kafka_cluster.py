@@ -151,10 +151,14 @@ def test_security_combinations_are_refused_by_the_model(spec: dict[str, Any]) ->
 
 
 def test_the_crd_carries_the_cel_rules_the_model_checks() -> None:
+    # spec.balance is BrokerCluster's BalanceSpec, with its own two rules (a history that
+    # covers the window, a threshold not written as the integer 0)
     assert cel_rules() == [
         "self.securityProtocol.startsWith('SASL_') == has(self.sasl)",
         "!has(self.tls) || self.securityProtocol.endsWith('SSL')",
         "has(self.certificate) == has(self.key)",
+        "self.historySamples * self.sampleIntervalSeconds > self.windowSeconds",
+        "self >= 0.5",
     ]
 
 
@@ -362,3 +366,43 @@ def test_every_failure_is_one_error_with_kafka_s_name(raised: Exception, name: s
     error = asyncio.run(go())
     assert (error.call, error.error) == ("DescribeCluster", name)
     assert fake.closed
+
+
+class ForgetsBroker3:
+    """kafka-python's client started while broker 3 was down: its broker list lacks 3 (it
+    reads it again only every 5 minutes), so a request to 3 fails without being sent."""
+
+    def __init__(self, knows_3: bool) -> None:
+        self.knows_3 = knows_3
+        self.closed = False
+
+    def describe_log_dirs(self, brokers: list[int]) -> Any:
+        if not self.knows_3:
+            raise kafka_errors.UnknownBrokerIdError(3)
+        return []
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_client_that_does_not_know_a_broker_is_started_afresh() -> None:
+    """Broker 3 back and unfenced (DescribeCluster says so): its DescribeLogDirs fails once,
+    on the client that forgot it; the next call's new client reaches it."""
+    built: list[ForgetsBroker3] = []
+
+    def factory(**_: Any) -> ForgetsBroker3:
+        built.append(ForgetsBroker3(knows_3=bool(built)))
+        return built[-1]
+
+    admin = KafkaAdmin(KafkaConnection(("k:9092",)), factory=factory)
+
+    async def go() -> KafkaAdminError:
+        with pytest.raises(KafkaAdminError) as failed:
+            await admin.describe_log_dirs([3])
+        assert await admin.describe_log_dirs([3]) == []
+        await admin.close()
+        return failed.value
+
+    error = asyncio.run(go())
+    assert (error.call, error.error) == ("DescribeLogDirs", "UnknownBrokerIdError")
+    assert len(built) == 2 and built[0].closed and built[1].closed

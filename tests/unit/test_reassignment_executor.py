@@ -269,6 +269,48 @@ def test_a_reassignment_runs_to_its_end_through_the_interface_alone() -> None:
     )
 
 
+class Killed(BaseException):
+    """The operator's SIGKILL, as far as one pass can see it: nothing after it runs."""
+
+
+class KilledAfterSubmitting(StepsInMemory):
+    """The first steps submitted (on Kafka, their targets sent), then the process gone."""
+
+    async def write_partitions(self, writes: Sequence[WritePartition]) -> None:
+        await super().write_partitions(writes)
+        if any(w.view.adding for w in writes):
+            raise Killed
+
+
+def test_the_acceptance_is_recorded_before_the_first_steps_are_submitted() -> None:
+    """Killed right after submitting the first batch, the pass that accepted the resource has
+    already written the originals: on Kafka the status is what tells the next operator's
+    pass that the steps in flight are this resource's (and the originals cannot be read
+    back mid-step)."""
+    cluster = KilledAfterSubmitting()
+    cluster.add_topic("t", {0: (0, 1), 1: (1, 0)})
+    kube = OnlyOwnResources(reassignment())
+    with pytest.raises(Killed):
+        one_pass(kube, cluster)
+    assert cluster.most_in_step == 1  # the step was submitted
+    st = kube.body.get("status") or {}
+    assert st.get("phase") == "Pending", st
+    assert [(o["partition"], o["replicas"]) for o in st["original"]] == [(0, [0, 1]), (1, [1, 0])]
+    assert st.get("batch", 0) == 0 and not st.get("currentBatch"), st
+    # The next pass adopts the step as batch 1 and the move runs to its end.
+    in_step = [p for p, pv in cluster.topics["t"].partitions.items() if pv.in_step]
+    out = one_pass(kube, _resumed(cluster))
+    assert out.status["phase"] == "Running" and out.status["batch"] == 1, out.status
+    assert [e["partition"] for e in out.status["currentBatch"]] == in_step
+
+
+def _resumed(killed: StepsInMemory) -> StepsInMemory:
+    """The same cluster, reached by an operator that is not killed."""
+    live = StepsInMemory()
+    live.__dict__.update(killed.__dict__)
+    return live
+
+
 # -- the interfaces against the Admin API table ---------------------------------------------
 
 ADMIN_API = {

@@ -969,6 +969,23 @@ def test_a_batch_written_before_a_crash_that_lost_even_the_acceptance_is_adopted
     assert writes(d) == []  # nothing written twice
 
 
+def test_only_an_acceptance_that_starts_steps_is_recorded_before_acting() -> None:
+    """``recorded_first``: the acceptance alone (Pending, the originals) when the first pass
+    starts steps; nothing when it starts none or the resource was accepted before."""
+    w = world()
+    pr = reassign([("t", 0, [0, 1, 3])])
+    d = advance(w.observe(pr))
+    first = plan.recorded_first(pr.status, d)
+    assert first is not None and first.phase == P.PENDING
+    assert [o.replicas for o in first.original or []] == [[0, 1, 2]]
+    assert (first.batch, first.current_batch, first.start_time) == (0, [], d.status.start_time)
+    # Accepted already (a later pass), or nothing to submit (already at its target).
+    pr, _ = w.step(pr)
+    assert plan.recorded_first(pr.status, advance(w.observe(pr))) is None
+    at_target = reassign([("t", 1, [1, 2, 0])])
+    assert plan.recorded_first(None, advance(w.observe(at_target))) is None
+
+
 def test_a_step_written_but_not_told_is_told_again() -> None:
     w = world()
     pr = reassign([("t", 0, [0, 1, 3], ["a", "a", "b"])])

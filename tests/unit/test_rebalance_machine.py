@@ -262,7 +262,10 @@ def test_new_to_not_ready_when_the_spec_names_what_the_cluster_lacks(
 def test_new_to_not_ready_without_the_cluster(edges: list[Edge]) -> None:
     d = decide(obs(rb(), cluster=None))
     assert edges == [(None, P.NOT_READY)]
-    assert cond(d) == ("ClusterNotFound", "BrokerCluster kip not found: nothing planned")
+    assert cond(d) == (
+        "ClusterNotFound",
+        "BrokerCluster kip not found (nor a KafkaCluster of that name): nothing planned",
+    )
     assert d.actions == ()
 
 

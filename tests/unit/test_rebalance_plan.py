@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from jbod_operator.handlers.rebalances import _cluster_view
+from jbod_operator.control.our_brokers import cluster_record
 from jbod_operator.models.rebalance import Rebalance
 from jbod_operator.models.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
 from jbod_operator.plan import rebalance as rp
+from jbod_operator.plan.scale_down import replicas_per_broker
 from tests.unit.test_rebalance_machine import report
 
 MIB = 2**20
@@ -216,21 +217,27 @@ def test_what_a_remove_mode_left_behind_is_named() -> None:
     remove-brokers: every partition a Topic status still names the broker for (a replica, or
     one a reassignment adds or moves to); the other modes empty nothing."""
     disks = rebalance(mode="remove-disks", logDirs=[{"brokerId": 0, "logDir": "a"}])
-    assert rp.left_behind(disks, [], snap()) == [
+    assert rp.left_behind(disks, {}, snap()) == [
         "log dir a of broker 0 still holds 4 replicas (t-0, t-1, t-2, t-3)"
     ]
-    assert rp.left_behind(disks, [], snap().model_copy(update={"replicas": []})) == []
+    assert rp.left_behind(disks, {}, snap().model_copy(update={"replicas": []})) == []
     other = rebalance(mode="remove-disks", logDirs=[{"brokerId": 1, "logDir": "data-a"}])
-    assert rp.left_behind(other, [], snap()) == []
+    assert rp.left_behind(other, {}, snap()) == []
 
     brokers = rebalance(mode="remove-brokers", brokers=[1])
     held = topic("orders", [[(0, "a"), (1, "a")], [(0, "b")]])
-    assert rp.left_behind(brokers, [held], snap()) == ["broker 1 still holds 1 replica"]
+    assert rp.left_behind(brokers, replicas_per_broker([held]), snap()) == [
+        "broker 1 still holds 1 replica"
+    ]
     adding = topic("orders", [[(0, "a")]])
     adding["status"]["partitions"][0]["addingReplicas"] = [1]
-    assert rp.left_behind(brokers, [adding], snap()) == ["broker 1 still holds 1 replica"]
-    assert rp.left_behind(brokers, [topic("orders", [[(0, "a")]])], snap()) == []
-    assert rp.left_behind(rebalance(mode="full"), [held], snap()) == []
+    assert rp.left_behind(brokers, replicas_per_broker([adding]), snap()) == [
+        "broker 1 still holds 1 replica"
+    ]
+    assert (
+        rp.left_behind(brokers, replicas_per_broker([topic("orders", [[(0, "a")]])]), snap()) == []
+    )
+    assert rp.left_behind(rebalance(mode="full"), replicas_per_broker([held]), snap()) == []
 
 
 def test_a_scale_down_that_waits_leaves_its_brokers_to_a_remove_brokers_rebalance() -> None:
@@ -242,7 +249,8 @@ def test_a_scale_down_that_waits_leaves_its_brokers_to_a_remove_brokers_rebalanc
         "spec": {"replicas": 2, "logDirs": [{"name": "a", "size": "1Gi"}]},
         "status": {"brokers": [{"id": b, "live": True, "logDirs": []} for b in range(3)]},
     }
-    view = _cluster_view(bc, None)
+    rec = cluster_record(bc, [])
+    view = rp.cluster_view(rec.size, rec.dir_names, None)
     assert view.size == 3 and view.dirs[2] == (("a", "a"),)
     assert rp.check_spec(rebalance(mode="remove-brokers", brokers=[2]), view) == []
     assert rp.check_spec(rebalance(mode="remove-brokers", brokers=[3]), view) == [

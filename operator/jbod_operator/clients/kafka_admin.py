@@ -213,6 +213,13 @@ class KafkaAdmin:
         def run() -> T:
             try:
                 return fn(self._connected())
+            except kafka_errors.UnknownBrokerIdError as exc:
+                # The client's broker list is missing one the cluster has: it was read while
+                # that broker was down, and kafka-python reads it again only every 5 minutes
+                # (metadata.max.age.ms), so until then every request to that broker fails
+                # here, without a try. A client started afresh reads the list now.
+                self._drop_client()
+                raise KafkaAdminError(name, error_name(exc), _safe_message(exc)) from None
             except kafka_errors.KafkaError as exc:
                 raise KafkaAdminError(name, error_name(exc), _safe_message(exc)) from None
             except ValueError as exc:  # the client's own checks of our arguments
@@ -221,11 +228,15 @@ class KafkaAdmin:
         async with self._lock:
             return await asyncio.to_thread(run)
 
+    def _drop_client(self) -> None:
+        """Close the client (blocking: on the calling thread); the next call starts another."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
     async def close(self) -> None:
         async with self._lock:
-            client, self._client = self._client, None
-            if client is not None:
-                await asyncio.to_thread(client.close)
+            await asyncio.to_thread(self._drop_client)
 
     # -- the cluster ------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from ..models import PartitionReassignment
 from ..plan import kafka_reassignment as kr
 from ..plan.execution import ClusterSeen, ClusterUnusable, PartitionsSeen
 from ..plan.kafka_dirs import cluster_size_of, kafka_broker_dirs
-from ..plan.kafka_types import ConfigKind, PartitionMetadata
+from ..plan.kafka_types import ClusterDescription, ConfigKind, PartitionMetadata
 from ..plan.logdirmove import BrokerDirs
 from ..plan.reassignment import TP, Delete, PartView, PreferDir, Tell, Throttle, WritePartition
 
@@ -43,6 +43,45 @@ DIRS_ATTEMPTS = 2
 
 DIRS_RETRY_PAUSE_S = 0.5
 """The pause between them."""
+
+
+async def read_cluster(
+    admin: KafkaAdmin,
+) -> tuple[ClusterDescription, dict[int, BrokerDirs | None]]:
+    """DescribeCluster, then DescribeLogDirs of each unfenced broker on its own (one that does
+    not answer, or is fenced, is None: one broker's failure is its own). Every Kafka adapter
+    that reads the brokers' dirs reads them so. An unreachable cluster raises
+    :class:`ClusterUnusable` (the client is closed, started afresh on the next call)."""
+    try:
+        desc = await admin.describe_cluster()
+    except KafkaAdminError as exc:
+        await admin.close()
+        raise ClusterUnusable(
+            "KafkaUnreachable", f"Kafka's DescribeCluster failed: {exc}"
+        ) from None
+    dirs: dict[int, BrokerDirs | None] = {}
+    for b in desc.brokers:
+        dirs[b.broker_id] = None if b.fenced else await _broker_dirs(admin, b.broker_id)
+    return desc, dirs
+
+
+async def _broker_dirs(admin: KafkaAdmin, broker: int) -> BrokerDirs | None:
+    """One broker's DescribeLogDirs; None when it does not answer twice in a row. Once is
+    not enough to call an unfenced broker gone: a single timed-out read on a busy machine
+    made a pass plan around two live brokers as if they were down (its steps then differed
+    from the planner's)."""
+    for attempt in range(DIRS_ATTEMPTS):
+        try:
+            (read,) = await admin.describe_log_dirs([broker])
+            return kafka_broker_dirs(read)
+        except (KafkaAdminError, ValueError) as exc:
+            log.info(
+                "DescribeLogDirs not answered",
+                extra={"broker": broker, "attempt": attempt + 1, "error": str(exc)},
+            )
+            if attempt + 1 < DIRS_ATTEMPTS:
+                await asyncio.sleep(DIRS_RETRY_PAUSE_S)
+    return None
 
 
 class KafkaReassignments:
@@ -64,24 +103,11 @@ class KafkaReassignments:
     # -- observe ------------------------------------------------------------------------------
 
     async def cluster(self) -> ClusterSeen | None:
-        """DescribeCluster, then DescribeLogDirs of each unfenced broker on its own (one that
-        does not answer is None: the plan waits for it). An unreachable cluster raises
+        """The cluster as :func:`read_cluster` reads it. An unreachable cluster raises
         :class:`ClusterUnusable`: the pass says so and decides nothing from a cluster not
         read."""
-        try:
-            desc = await self.admin.describe_cluster()
-        except KafkaAdminError as exc:
-            await self.admin.close()  # started afresh on the next pass (see partitions)
-            raise ClusterUnusable(
-                "KafkaUnreachable", f"Kafka's DescribeCluster failed: {exc}"
-            ) from None
+        desc, self.dirs = await read_cluster(self.admin)
         unfenced = {b.broker_id for b in desc.brokers if not b.fenced}
-        self.dirs = {}
-        for b in desc.brokers:
-            if b.broker_id not in unfenced:
-                self.dirs[b.broker_id] = None
-                continue
-            self.dirs[b.broker_id] = await self._broker_dirs(b.broker_id)
         # Live: unfenced and answering. A broker in its controlled shutdown stays unfenced for
         # a while with its listener closed: a config sent to it would fail (KAFKA-13392's
         # case), and a step to it waits, saying the broker is not live.
@@ -92,24 +118,6 @@ class KafkaReassignments:
             dir_names=tuple(names),
             brokers=dict(self.dirs),
         )
-
-    async def _broker_dirs(self, broker: int) -> BrokerDirs | None:
-        """One broker's DescribeLogDirs; None when it does not answer twice in a row. Once is
-        not enough to call an unfenced broker gone: a single timed-out read on a busy
-        machine made a pass plan around two live brokers as if they were down (its steps
-        then differed from the planner's)."""
-        for attempt in range(DIRS_ATTEMPTS):
-            try:
-                (read,) = await self.admin.describe_log_dirs([broker])
-                return kafka_broker_dirs(read)
-            except (KafkaAdminError, ValueError) as exc:
-                log.info(
-                    "DescribeLogDirs not answered",
-                    extra={"broker": broker, "attempt": attempt + 1, "error": str(exc)},
-                )
-                if attempt + 1 < DIRS_ATTEMPTS:
-                    await asyncio.sleep(DIRS_RETRY_PAUSE_S)
-        return None
 
     def serialized(self) -> contextlib.AbstractAsyncContextManager[object]:
         """A per-cluster lock: the passes of the cluster's resources read the reassignments in

@@ -31,8 +31,9 @@ from jbod_broker.errors import (
 from ..clients.brokers import BrokerPool
 from ..clients.kube import BROKER_CLUSTERS, TOPICS, ApiError, KubeClient
 from ..models import BrokerCluster, PartitionReassignment, kafka_topic_name, topic_id_of
+from ..models.snapshot import ClusterSnapshot
 from ..plan import partition_state, topic_spec
-from ..plan.execution import ClusterSeen, PartitionsSeen, RecordChanged
+from ..plan.execution import ClusterRecord, ClusterSeen, PartitionsSeen, RecordChanged
 from ..plan.logdirmove import (
     BrokerDirs,
     CancelMoves,
@@ -56,6 +57,9 @@ from ..plan.reassignment import (
     TopicView,
     WritePartition,
 )
+from ..plan.rebalance import cluster_fingerprint
+from ..plan.scale_down import replicas_per_broker
+from ..plan.snapshot import build_snapshot
 from .cluster_controller import ClusterController
 
 log = logging.getLogger(__name__)
@@ -433,3 +437,52 @@ class OurBrokersReassignments:
                 extra={"event": f"{what}_failed", "broker": b, "error": str(e)},
             )
             return None
+
+
+def cluster_record(bc: dict[str, Any], topics: list[dict[str, Any]]) -> ClusterRecord:
+    """A BrokerCluster's record for a Rebalance: every broker there is (the leaving ones of a
+    scale-down that waits included: that wait names a remove-brokers Rebalance of them as its
+    remedy, ``plan.scale_down``), its spec's dir names, the fingerprint of the spec and the
+    Topics, and the replicas the Topic statuses put on each broker."""
+    return ClusterRecord(
+        size=BrokerCluster.model_validate(bc).broker_count,
+        dir_names=tuple(str(d["name"]) for d in bc["spec"].get("logDirs") or []),
+        fingerprint=cluster_fingerprint(bc, topics),
+        held=replicas_per_broker(topics),
+    )
+
+
+class OurBrokersSnapshots:
+    """What a Rebalance reads of a BrokerCluster (``plan.execution.ClusterSnapshots``): the
+    BrokerCluster and its Topics from the API (the state of record), every broker's
+    describe-log-dirs, built by ``plan.snapshot.build_snapshot`` (the same pure builder as
+    ``jbod_spark.collect``)."""
+
+    def __init__(self, kube: KubeClient, pool: BrokerPool, namespace: str, cluster: str) -> None:
+        self.kube, self.pool, self.ns, self.cluster = kube, pool, namespace, cluster
+        self.bc: dict[str, Any] | None = None
+        self.topics: list[dict[str, Any]] = []
+
+    async def record(self) -> ClusterRecord | None:
+        self.bc = await self.kube.get(BROKER_CLUSTERS, self.ns, self.cluster)
+        if self.bc is None:
+            return None
+        self.topics = [
+            t
+            for t in await self.kube.list(TOPICS, self.ns)
+            if (t.get("spec") or {}).get("clusterName") == self.cluster
+        ]
+        return cluster_record(self.bc, self.topics)
+
+    async def snapshot(self, captured_at: str) -> ClusterSnapshot:
+        assert self.bc is not None, "record() first"
+        count = BrokerCluster.model_validate(self.bc).broker_count
+        described = await self.pool.describe(self.ns, self.cluster, list(range(count)))
+        return build_snapshot(
+            self.cluster,
+            self.bc,
+            self.topics,
+            {b: d for b, d in described.items() if d is not None},
+            namespace=self.ns,
+            captured_at=captured_at,
+        )

@@ -1,6 +1,10 @@
-"""Continuous detection (issue 16): a daemon per BrokerCluster samples describe-log-dirs every
-``spec.balance.sampleIntervalSeconds``, keeps the bounded history in memory, writes its summary
-to ``status.balance`` and creates a Rebalance when ``plan.balance_trigger.decide`` says so.
+"""Continuous detection (issue 16): a daemon per BrokerCluster and per KafkaCluster samples
+the cluster every ``spec.balance.sampleIntervalSeconds``, keeps the bounded history in memory,
+writes its summary to ``status.balance`` and creates a Rebalance when
+``plan.balance_trigger.decide`` says so. A sample is the snapshot a Rebalance of the cluster
+would plan from, read through the adapter ``handlers.executors.snapshots_of`` picks (our
+brokers' describe-log-dirs, or Kafka's DescribeLogDirs and Metadata), so both kinds are
+sampled, measured and decided alike.
 
 A daemon rather than a kopf timer: the interval is the cluster's own setting and can change
 with its spec (a timer's is fixed when it is registered), as the LogDirMove daemon re-reads
@@ -17,16 +21,21 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import kopf
 
-from ..clients.kube import BROKER_CLUSTERS, REBALANCES, ApiError
+from ..clients.kube import BROKER_CLUSTERS, KAFKA_CLUSTERS, REBALANCES, ApiError
 from ..models import BrokerCluster
+from ..models.kafka_cluster import KafkaCluster
 from ..plan import balance_objects
 from ..plan.balance_trigger import History, TriggerConfig, decide, metric_history_rows
+from ..plan.conditions import now_iso
+from ..plan.execution import ClusterUnusable
 from .context import Ctx, post_events
+from .executors import snapshots_of
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +78,33 @@ async def _rebalances(ctx: Ctx, ns: str, cluster: str) -> list[dict[str, Any]]:
     return [r for r in items if (r.get("spec") or {}).get("clusterName") == cluster]
 
 
+def _is_kafka(body: Mapping[str, Any]) -> bool:
+    """A KafkaCluster's body, else a BrokerCluster's."""
+    return body.get("kind") == KafkaCluster.kind
+
+
+async def _get(ctx: Ctx, kafka: bool, ns: str, name: str) -> dict[str, Any] | None:
+    # One call per kind: the chart's RBAC is derived from the kube.py constant of each call.
+    if kafka:
+        return await ctx.kube.get(KAFKA_CLUSTERS, ns, name)
+    return await ctx.kube.get(BROKER_CLUSTERS, ns, name)
+
+
+async def _patch_status(
+    ctx: Ctx, kafka: bool, ns: str | None, name: str, patch: dict[str, Any]
+) -> None:
+    if kafka:
+        await ctx.kube.patch_status(KAFKA_CLUSTERS, ns, name, patch)
+    else:
+        await ctx.kube.patch_status(BROKER_CLUSTERS, ns, name, patch)
+
+
 async def sample_and_decide(ctx: Ctx, body: dict[str, Any], now: float | None = None) -> None:
     """One round: sample, decide, create the Rebalance if due, write ``status.balance``."""
-    bc = BrokerCluster.model_validate(body)
+    kafka = _is_kafka(body)
+    bc: BrokerCluster | KafkaCluster = (
+        KafkaCluster.model_validate(body) if kafka else BrokerCluster.model_validate(body)
+    )
     balance = bc.spec.balance
     ns = bc.metadata.namespace or "default"
     name = bc.metadata.name
@@ -81,12 +114,19 @@ async def sample_and_decide(ctx: Ctx, body: dict[str, Any], now: float | None = 
         return
     det.history.resize(balance.history_samples)
     status_balance: dict[str, Any] = dict((body.get("status") or {}).get("balance") or {})
-    count = bc.broker_count
-    describes = await ctx.pool.describe(ns, name, list(range(count)))
+    source = await snapshots_of(ctx, ns, name)
+    try:
+        if await source.record() is None:
+            return
+        snap = await source.snapshot(now_iso())
+    except ClusterUnusable as why:
+        # Not sampled: a hole in the history, which no window spans (balance_trigger).
+        log.info("balance sample skipped", extra={"cluster": name, "reason": why.message})
+        return
     taken = time.time() if now is None else now
     if len(det.history) and taken <= det.history.samples()[-1].time:
         return  # the wall clock stepped back: wait for it rather than reorder the history
-    det.history.add(balance_objects.sample_from_describes(taken, range(count), describes, body))
+    det.history.add(balance_objects.sample_from_snapshot(taken, snap))
     cfg = TriggerConfig.from_spec(balance, slack_s=ctx.settings.broker_timeout_seconds)
     views = [balance_objects.rebalance_view(r) for r in await _rebalances(ctx, ns, name)]
     decision = decide(
@@ -140,7 +180,7 @@ async def sample_and_decide(ctx: Ctx, body: dict[str, Any], now: float | None = 
         last_sample_time=taken,
         last_triggered=last,
     )
-    await ctx.kube.patch_status(BROKER_CLUSTERS, ns, name, {"balance": new_status})
+    await _patch_status(ctx, kafka, ns, name, {"balance": new_status})
     post_events(body, events)
 
 
@@ -153,8 +193,9 @@ async def _say_off(ctx: Ctx, body: dict[str, Any]) -> None:
     balance = (body.get("status") or {}).get("balance")
     if balance and balance.get("message") != OFF:
         meta = body["metadata"]
-        await ctx.kube.patch_status(
-            BROKER_CLUSTERS,
+        await _patch_status(
+            ctx,
+            _is_kafka(body),
             meta.get("namespace"),
             meta["name"],
             {"balance": {"message": OFF, "sustainedSince": None, "samples": 0}},
@@ -162,7 +203,9 @@ async def _say_off(ctx: Ctx, body: dict[str, Any]) -> None:
 
 
 async def follow(ctx: Ctx, body: kopf.Body, stopped: kopf.DaemonStopped) -> None:
-    """Sample one BrokerCluster while it lives (the daemon ``main.cluster_balance``)."""
+    """Sample one BrokerCluster or KafkaCluster while it lives (the daemons
+    ``main.cluster_balance``, ``main.kafka_cluster_balance``)."""
+    kafka = _is_kafka(body)
     meta = body["metadata"]
     ns, name = meta.get("namespace") or "default", meta["name"]
     idle = ctx.settings.reconcile_interval_seconds
@@ -171,7 +214,7 @@ async def follow(ctx: Ctx, body: kopf.Body, stopped: kopf.DaemonStopped) -> None
             started = time.monotonic()
             wait = idle
             try:
-                fresh = await ctx.kube.get(BROKER_CLUSTERS, ns, name)
+                fresh = await _get(ctx, kafka, ns, name)
                 if fresh is None or fresh["metadata"].get("deletionTimestamp"):
                     return
                 spec = (fresh.get("spec") or {}).get("balance") or {}

@@ -1,5 +1,6 @@
 """Which adapter executes the steps of the cluster a LogDirMove or a PartitionReassignment
-names (issue 22): the one place that chooses.
+names, and which one reads the snapshot of the cluster a Rebalance names (issue 22): the one
+place that chooses.
 
 A BrokerCluster's brokers the operator controls (``control.our_brokers``). A KafkaCluster
 names a cluster the operator does not run: its LogDirMoves and PartitionReassignments are
@@ -22,11 +23,19 @@ from ..clients.kafka_admin import KafkaAdmin
 from ..clients.kube import BROKER_CLUSTERS, KAFKA_CLUSTERS
 from ..control.kafka_log_dir_moves import KafkaLogDirMoves
 from ..control.kafka_reassignments import KafkaReassignments
-from ..control.our_brokers import OurBrokersLogDirMoves, OurBrokersReassignments
+from ..control.kafka_snapshots import KafkaSnapshots
+from ..control.our_brokers import (
+    OurBrokersLogDirMoves,
+    OurBrokersReassignments,
+    OurBrokersSnapshots,
+)
 from ..models.kafka_cluster import KafkaCluster
 from ..models.reassignment import PartitionReassignment
+from ..models.snapshot import ClusterSnapshot
 from ..plan.execution import (
+    ClusterRecord,
     ClusterSeen,
+    ClusterSnapshots,
     ClusterUnusable,
     LogDirMoveExecutor,
     PartitionsSeen,
@@ -44,16 +53,17 @@ from ..plan.logdirmove import (
     StartResult,
 )
 from ..plan.reassignment import Delete, PreferDir, Tell, Throttle, WritePartition
+from ..plan.snapshot import quantity_bytes
 from .context import Ctx
 from .kafka_clusters import CredentialsMissing, admin_for, connection_for
 
 
 async def _kafka_admin(
     ctx: Ctx, namespace: str, cluster: str
-) -> KafkaAdmin | ClusterUnusable | None:
-    """The Admin API client of the KafkaCluster named ``cluster``; None when no KafkaCluster
-    has that name (our brokers' adapter then); why not when it cannot be worked on: a
-    BrokerCluster of the same name, or its Secrets missing."""
+) -> tuple[KafkaAdmin, KafkaCluster] | ClusterUnusable | None:
+    """The Admin API client of the KafkaCluster named ``cluster``, with the KafkaCluster;
+    None when no KafkaCluster has that name (our brokers' adapter then); why not when it
+    cannot be worked on: a BrokerCluster of the same name, or its Secrets missing."""
     kafka = await ctx.kube.get(KAFKA_CLUSTERS, namespace, cluster)
     if kafka is None:
         return None
@@ -63,12 +73,12 @@ async def _kafka_admin(
             f"both a BrokerCluster and a KafkaCluster are named {namespace}/{cluster}: "
             "nothing is done until one of them is renamed or deleted",
         )
-    spec = KafkaCluster.model_validate(kafka).spec
+    kc = KafkaCluster.model_validate(kafka)
     try:
-        conn = await connection_for(ctx.kube, namespace, spec)
+        conn = await connection_for(ctx.kube, namespace, kc.spec)
     except CredentialsMissing as exc:
         return ClusterUnusable("CredentialsMissing", f"KafkaCluster {namespace}/{cluster}: {exc}")
-    return await admin_for(ctx, (namespace, cluster), conn)
+    return await admin_for(ctx, (namespace, cluster), conn), kc
 
 
 async def log_dir_moves_on(ctx: Ctx, namespace: str, cluster: str) -> LogDirMoveExecutor:
@@ -81,7 +91,7 @@ async def log_dir_moves_on(ctx: Ctx, namespace: str, cluster: str) -> LogDirMove
         return OurBrokersLogDirMoves(ctx.kube, ctx.pool, namespace, cluster, ctrl.lock)
     if isinstance(admin, ClusterUnusable):
         return UnusableLogDirMoves(admin)
-    return KafkaLogDirMoves(admin)
+    return KafkaLogDirMoves(admin[0])
 
 
 class UnusableLogDirMoves:
@@ -141,7 +151,34 @@ async def reassignments_on(ctx: Ctx, namespace: str, cluster: str) -> Reassignme
     if isinstance(admin, ClusterUnusable):
         return UnusableReassignments(admin)
     lock = ctx.locks.setdefault(f"kafkacluster/{namespace}/{cluster}", asyncio.Lock())
-    return KafkaReassignments(admin, lock, cluster)
+    return KafkaReassignments(admin[0], lock, cluster)
+
+
+async def snapshots_of(ctx: Ctx, namespace: str, cluster: str) -> ClusterSnapshots:
+    """What a Rebalance pass reads of ``cluster``: a KafkaCluster through its Admin API
+    client (its ``spec.logDirCapacity`` as the dirs' size), else a BrokerCluster's spec,
+    Topics and brokers (which reports the cluster missing when there is none)."""
+    admin = await _kafka_admin(ctx, namespace, cluster)
+    if admin is None:
+        return OurBrokersSnapshots(ctx.kube, ctx.pool, namespace, cluster)
+    if isinstance(admin, ClusterUnusable):
+        return UnusableSnapshots(admin)
+    client, kc = admin
+    capacity = quantity_bytes(kc.spec.log_dir_capacity) if kc.spec.log_dir_capacity else 0
+    return KafkaSnapshots(client, cluster, namespace, capacity)
+
+
+class UnusableSnapshots:
+    """The snapshots of a cluster that cannot be worked on: reading it says why."""
+
+    def __init__(self, why: ClusterUnusable) -> None:
+        self.why = why
+
+    async def record(self) -> ClusterRecord | None:
+        raise self.why
+
+    async def snapshot(self, captured_at: str) -> ClusterSnapshot:
+        raise self.why
 
 
 class UnusableReassignments:

@@ -137,9 +137,11 @@ async def refresh(ctx: Ctx, body: kopf.Body) -> None:
             return
         obs = await observe(ctx, (ns, name), kc.spec)
         status = decide_status(obs, kc.status, kc.metadata.generation)
-        await ctx.kube.write_status(
-            KAFKA_CLUSTERS, ns, name, fresh.get("status") or {}, status.dump()
-        )
+        # status.balance is continuous detection's (handlers.balance): a refresh that read
+        # the object before a sample must not put an older one back, nor remove it.
+        before = {k: v for k, v in (fresh.get("status") or {}).items() if k != "balance"}
+        after = {k: v for k, v in status.dump().items() if k != "balance"}
+        await ctx.kube.write_status(KAFKA_CLUSTERS, ns, name, before, after)
 
 
 async def follow(ctx: Ctx, body: kopf.Body, stopped: kopf.DaemonStopped) -> None:

@@ -29,7 +29,7 @@ from jbod_broker.errors import StaleControllerEpochError
 from ..clients.kube import LOG_DIR_MOVES, REASSIGNMENTS, KubeClient
 from ..models import LogDirMove, PartitionReassignment
 from ..models.log_dir_move import FINAL_REPLICA_STATES, ReplicaState
-from ..models.reassignment import ENDED_PHASES
+from ..models.reassignment import ENDED_PHASES, PartitionReassignmentStatus
 from ..plan.execution import ClusterSeen, ClusterUnusable, ReassignmentExecutor, RecordChanged
 from ..plan.reassignment import (
     TP,
@@ -42,6 +42,7 @@ from ..plan.reassignment import (
     Throttle,
     WritePartition,
     advance,
+    recorded_first,
 )
 from . import failpoints
 from .context import Ctx, post_events, unless_stopped
@@ -63,7 +64,8 @@ async def reconcile_reassignment(
     kube: KubeClient, ex: ReassignmentExecutor, body: Mapping[str, Any]
 ) -> Outcome:
     """One pass: observe (through ``ex`` and the API), decide, act through ``ex``, write
-    status once."""
+    status once (and the acceptance before the acts, when this pass accepts the resource
+    and starts its first steps: ``plan.reassignment.recorded_first``)."""
     pr = PartitionReassignment.model_validate(body)
     if pr.status is not None and pr.status.phase in ENDED_PHASES and not pr.spec.rollback:
         return Outcome(pr.status.dump())
@@ -75,11 +77,16 @@ async def reconcile_reassignment(
     async with ex.serialized():
         obs = await observe(kube, ex, pr, seen, problem)
         decision = advance(obs)
+        first = recorded_first(pr.status, decision)
+        if first is not None:
+            pr = await _record_first(kube, pr, first)
         try:
             await run_actions(ex, decision.actions)
         except RecordChanged:
             return Outcome(pr.status.dump() if pr.status else {}, [], True)
     await _write_status(kube, pr, decision)
+    if any(isinstance(a, WritePartition) and a.view.adding for a in decision.actions):
+        failpoints.hit("reassignment-step-recorded")
     return Outcome(
         decision.status.dump(),
         list(decision.events),
@@ -172,6 +179,18 @@ async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> No
     await ex.delete([a for a in actions if isinstance(a, Delete)])
     if writes:
         await ex.announce()
+
+
+async def _record_first(
+    kube: KubeClient, pr: PartitionReassignment, status: PartitionReassignmentStatus
+) -> PartitionReassignment:
+    """``status`` written before the pass acts (``plan.reassignment.recorded_first``); the
+    resource as it now is, so that the pass' own status write patches from it."""
+    before = pr.status.dump() if pr.status else {}
+    await kube.write_status(
+        REASSIGNMENTS, pr.metadata.namespace, pr.metadata.name, before, status.dump()
+    )
+    return pr.model_copy(update={"status": status})
 
 
 async def _write_status(kube: KubeClient, pr: PartitionReassignment, d: Decision) -> None:

@@ -1,11 +1,15 @@
 """Rebalance: a snapshot, a proposal from the Spark job, approval, then children in waves.
 
-A pass observes (the Rebalance afresh, its BrokerCluster and Topics, a fingerprint of what
+A pass observes (the Rebalance afresh; its cluster's record and snapshots through the
+adapter ``handlers.executors.snapshots_of`` picks: a BrokerCluster's spec, Topics and brokers,
+or a KafkaCluster's Admin API, both giving one ``ClusterSnapshot``; a fingerprint of what
 placement depends on, the planning job through the :class:`JobLauncher`, the proposal
 ConfigMap once there is one, the children by their label, and, once every child succeeded, a
-fresh describe-log-dirs of every broker), lets ``plan.rebalance.decide`` take every transition,
-carries out the actions in order and writes the status once; the command annotation is
-removed last, after the status that acted on it is written.
+fresh snapshot), lets ``plan.rebalance.decide`` take every transition, carries out the actions
+in order and writes the status once; the command annotation is removed last, after the status
+that acted on it is written. A cluster that cannot be read now (Kafka unreachable, its
+credentials missing, a name of both kinds) makes the pass do nothing: it is tried again on
+the next one, the Rebalance's phase untouched.
 """
 
 from __future__ import annotations
@@ -21,28 +25,25 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from ..clients.brokers import BrokerPool
 from ..clients.kube import (
-    BROKER_CLUSTERS,
     CONFIGMAPS,
     LOG_DIR_MOVES,
     REASSIGNMENTS,
     REBALANCES,
-    TOPICS,
     ApiError,
     KubeClient,
 )
 from ..clients.planning_jobs import OUTPUT_FILES, JobLauncher, JobRef
-from ..models import BrokerCluster, Rebalance
+from ..models import Rebalance
 from ..models.plan_report import PlanReport
 from ..models.rebalance import CHILD_LABEL, COMMAND_ANNOTATION, RebalancePhase
-from ..models.snapshot import ClusterSnapshot
 from ..plan import proposal_configmap
 from ..plan import rebalance as rp
 from ..plan.conditions import now_iso
-from ..plan.snapshot import build_snapshot
+from ..plan.execution import ClusterRecord, ClusterSnapshots, ClusterUnusable
 from .balance import metric_history
 from .context import Ctx, post_events, unless_stopped
+from .executors import snapshots_of
 
 log = logging.getLogger(__name__)
 Phase = RebalancePhase
@@ -50,10 +51,10 @@ Phase = RebalancePhase
 
 @dataclass
 class _Seen:
-    """What observe read that act needs again (raw objects, the proposal's children)."""
+    """What observe read that act needs again (the cluster's record, the proposal's
+    children)."""
 
-    bc: dict[str, Any] | None = None
-    topics: list[dict[str, Any]] = field(default_factory=list)
+    record: ClusterRecord | None = None
     outputs: dict[str, bytes] = field(default_factory=dict)
     waves_doc: dict[str, Any] | None = None
     packed: tuple[dict[str, str], dict[str, str]] | None = None
@@ -93,42 +94,6 @@ def job_ref(rb: Rebalance, job: str) -> JobRef:
     return JobRef(rb.metadata.namespace or "default", job, owner_reference(rb))
 
 
-async def _snapshot(
-    pool: BrokerPool, ns: str, rb: Rebalance, bc: dict[str, Any], topics: list[dict[str, Any]]
-) -> ClusterSnapshot:
-    """The cluster as the planner sees it: the Topics' state of record and every live
-    broker's describe-log-dirs (the same pure builder as ``jbod_spark.collect``)."""
-    described = await pool.describe(ns, rb.spec.cluster_name, list(range(_broker_count(bc))))
-    return build_snapshot(
-        rb.spec.cluster_name,
-        bc,
-        topics,
-        {b: d for b, d in described.items() if d is not None},
-        namespace=ns,
-        captured_at=now_iso(),
-    )
-
-
-def _broker_count(bc: dict[str, Any]) -> int:
-    """Every broker there is, the leaving ones of a scale-down that waits included: that wait
-    names a remove-brokers Rebalance of them as its remedy (``plan.scale_down``)."""
-    return BrokerCluster.model_validate(bc).broker_count
-
-
-def _cluster_view(bc: dict[str, Any], snap: ClusterSnapshot | None) -> rp.ClusterView:
-    size = _broker_count(bc)
-    names = tuple(str(d["name"]) for d in bc["spec"].get("logDirs") or [])
-    dirs: dict[int, tuple[tuple[str, str], ...]] = {
-        b: tuple((n, n) for n in names) for b in range(size)
-    }
-    if snap is not None:
-        for b in range(size):
-            found = tuple((d.name, d.path) for d in snap.log_dirs if d.broker_id == b and d.live)
-            if found:
-                dirs[b] = found
-    return rp.ClusterView(size=size, dirs=dirs)
-
-
 def _child_view(kind: str, obj: Mapping[str, Any]) -> rp.ChildView:
     st = obj.get("status") or {}
     to_move = st.get("bytesToMove") if kind == "PartitionReassignment" else st.get("bytesTotal")
@@ -149,31 +114,26 @@ def _child_view(kind: str, obj: Mapping[str, Any]) -> rp.ChildView:
 
 
 async def observe(
-    kube: KubeClient, pool: BrokerPool, launcher: JobLauncher, rb: Rebalance
+    kube: KubeClient, cluster: ClusterSnapshots, launcher: JobLauncher, rb: Rebalance
 ) -> tuple[rp.Observation, _Seen]:
     ns = rb.metadata.namespace or "default"
     seen = _Seen()
     st = rb.status
     phase = st.phase if st else None
-    seen.bc = await kube.get(BROKER_CLUSTERS, ns, rb.spec.cluster_name)
-    if seen.bc is None:
+    seen.record = rec = await cluster.record()
+    if rec is None:
         return rp.Observation(rb=rb, now=time.time(), cluster=None), seen
-    seen.topics = [
-        t
-        for t in await kube.list(TOPICS, ns)
-        if (t.get("spec") or {}).get("clusterName") == rb.spec.cluster_name
-    ]
-    snap = await _snapshot(pool, ns, rb, seen.bc, seen.topics) if phase is None else None
+    snap = await cluster.snapshot(now_iso()) if phase is None else None
     obs: dict[str, Any] = {
-        "cluster": _cluster_view(seen.bc, snap),
-        "fingerprint": rp.cluster_fingerprint(seen.bc, seen.topics),
+        "cluster": rp.cluster_view(rec.size, rec.dir_names, snap),
+        "fingerprint": rec.fingerprint,
     }
     if phase == Phase.PENDING_PROPOSAL and st is not None and st.job:
         job = await launcher.state(job_ref(rb, st.job))
         obs["job"] = job
         if job.state == rp.JobState.SUCCEEDED:
             seen.outputs = await launcher.outputs(job_ref(rb, st.job))
-            obs["report"], obs["waves"] = await _read_proposal(pool, ns, rb, seen)
+            obs["report"], obs["waves"] = await _read_proposal(cluster, rb, seen)
             obs["unplaced"] = tuple((seen.waves_doc or {}).get("unplaced") or ())
             try:
                 seen.packed = proposal_configmap.pack(_proposal_files(seen))
@@ -209,14 +169,14 @@ async def observe(
         planned = obs.get("planned", ())
         if st is not None and st.wave >= obs.get("waves", 0) and rp.all_done(planned, kids):
             # The end state, measured now: never the planned figures.
-            fresh = await _snapshot(pool, ns, rb, seen.bc, seen.topics)
+            fresh = await cluster.snapshot(now_iso())
             obs["measured"] = rp.measure(rp.disk_uses(fresh, rb))
-            obs["left_behind"] = tuple(rp.left_behind(rb, seen.topics, fresh))
+            obs["left_behind"] = tuple(rp.left_behind(rb, rec.held, fresh))
     return rp.Observation(rb=rb, now=time.time(), **obs), seen
 
 
 async def _read_proposal(
-    pool: BrokerPool, ns: str, rb: Rebalance, seen: _Seen
+    cluster: ClusterSnapshots, rb: Rebalance, seen: _Seen
 ) -> tuple[PlanReport | None, int]:
     """The job's report, and the proposal's moves put into waves (``order_waves``) against a
     snapshot taken now: the moves' sizes and the disks' use (no replica moved since the plan;
@@ -227,8 +187,7 @@ async def _read_proposal(
     except (KeyError, ValueError, ValidationError) as e:
         log.warning("unreadable job outputs", extra={"name": rb.metadata.name, "error": str(e)})
         return None, 0
-    assert seen.bc is not None
-    snap = await _snapshot(pool, ns, rb, seen.bc, seen.topics)
+    snap = await cluster.snapshot(now_iso())
     seen.waves_doc = rp.waves_document(
         rp.planned_moves(snap, kafka), snap, rb.spec.capacity_threshold_percent / 100.0
     )
@@ -239,14 +198,14 @@ class _Acts:
     def __init__(
         self,
         kube: KubeClient,
-        pool: BrokerPool,
+        cluster: ClusterSnapshots,
         launcher: JobLauncher,
         rb: Rebalance,
         seen: _Seen,
         metrics: str = "",
     ) -> None:
         self.kube = kube
-        self.pool = pool
+        self.cluster = cluster
         self.launcher = launcher
         self.metrics = metrics
         self.rb = rb
@@ -267,8 +226,7 @@ class _Acts:
                 await self._cancel(a)
 
     async def _start(self, a: rp.StartPlanning) -> None:
-        assert self.seen.bc is not None
-        snap = await _snapshot(self.pool, self.ns, self.rb, self.seen.bc, self.seen.topics)
+        snap = await self.cluster.snapshot(now_iso())
         await self.launcher.start(
             job_ref(self.rb, a.job),
             snap.model_dump_json(by_alias=True).encode(),
@@ -322,17 +280,26 @@ class _Acts:
 
 async def reconcile(
     kube: KubeClient,
-    pool: BrokerPool,
+    cluster: ClusterSnapshots,
     launcher: JobLauncher,
     body: Mapping[str, Any],
     metrics: str = "",
-) -> Outcome:
+) -> Outcome | None:
     """One pass: observe, decide, act, write the status once, then drop the command.
-    ``metrics`` is the cluster's sampled history (JSON lines) a planning job starts with."""
+    ``cluster`` reads the named cluster (``handlers.executors.snapshots_of``); ``metrics``
+    is the cluster's sampled history (JSON lines) a planning job starts with. None: the
+    cluster could not be read, nothing was done."""
     rb = Rebalance.model_validate(body)
-    obs, seen = await observe(kube, pool, launcher, rb)
-    decision = rp.decide(obs)
-    await _Acts(kube, pool, launcher, rb, seen, metrics).run(decision.actions)
+    try:
+        obs, seen = await observe(kube, cluster, launcher, rb)
+        decision = rp.decide(obs)
+        await _Acts(kube, cluster, launcher, rb, seen, metrics).run(decision.actions)
+    except ClusterUnusable as why:
+        log.warning(
+            "cluster not read, Rebalance pass skipped",
+            extra={"name": rb.metadata.name, "reason": why.reason, "error": why.message},
+        )
+        return None
     before = rb.status.dump() if rb.status else {}
     await kube.write_status(
         REBALANCES, rb.metadata.namespace, rb.metadata.name, before, decision.status.dump()
@@ -358,9 +325,12 @@ async def run_pass(ctx: Ctx, body: kopf.Body | Mapping[str, Any]) -> Outcome | N
         fresh = await ctx.kube.get(REBALANCES, meta["namespace"], meta["name"])
         if fresh is None or fresh["metadata"].get("deletionTimestamp"):
             return None
-        history = metric_history(ctx, meta["namespace"], fresh["spec"]["clusterName"])
-        out = await reconcile(ctx.kube, ctx.pool, ctx.launcher(), fresh, history)
-    post_events(body, out.events)
+        cluster = fresh["spec"]["clusterName"]
+        history = metric_history(ctx, meta["namespace"], cluster)
+        source = await snapshots_of(ctx, meta["namespace"], cluster)
+        out = await reconcile(ctx.kube, source, ctx.launcher(), fresh, history)
+    if out is not None:
+        post_events(body, out.events)
     return out
 
 

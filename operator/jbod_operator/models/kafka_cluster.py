@@ -17,7 +17,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, StringConstraints, model_validator
 
-from .common import BrokerId, CamelModel, Condition, ResourceMeta, ResourceName
+from .broker_cluster import BalanceSpec, BalanceStatus
+from .common import BrokerId, CamelModel, Condition, Quantity, ResourceMeta, ResourceName
 
 MAX_BOOTSTRAP_SERVERS = 64
 
@@ -135,6 +136,23 @@ class KafkaClusterSpec(CamelModel):
         int,
         Field(ge=5, le=3600, description="Seconds between two readings of the cluster."),
     ] = 30
+    log_dir_capacity: Annotated[
+        Quantity | None,
+        Field(
+            description=(
+                "The size a Rebalance counts each log dir as when dirs of a broker share one "
+                "filesystem (as BrokerCluster's logDirs[].size): each is then used by its "
+                "replicas' bytes. Without it every dir is measured by its filesystem's figures."
+            )
+        ),
+    ] = None
+    balance: Annotated[
+        BalanceSpec | None,
+        Field(
+            description="Continuous detection of disk imbalance (off when absent), as a "
+            "BrokerCluster's: samples DescribeLogDirs and creates a Rebalance of this cluster."
+        ),
+    ] = None
 
     @model_validator(mode="after")
     def _security(self) -> KafkaClusterSpec:
@@ -189,6 +207,10 @@ class KafkaClusterStatus(CamelModel):
     broker_count: int | None = None
     log_dir_count: int | None = None
     last_refresh_time: str | None = None
+    balance: Annotated[
+        BalanceStatus | None,
+        Field(description="What continuous detection sees; written by the sampler only."),
+    ] = None
 
 
 class KafkaCluster(CamelModel):

@@ -1,6 +1,7 @@
-"""Continuous detection's translations, pure: describe-log-dirs answers into a
+"""Continuous detection's translations, pure: a cluster snapshot into a
 :class:`~.balance_trigger.Sample`, Rebalance objects into :class:`~.balance_trigger.RebalanceView`,
-a decision into the Rebalance to create and into ``BrokerCluster.status.balance``.
+a decision into the Rebalance to create and into the cluster's ``status.balance`` (a
+BrokerCluster's or a KafkaCluster's: the same shape).
 
 The sampler (``handlers.balance``) does the I/O around them; the rules are
 ``plan.balance_trigger``'s.
@@ -13,10 +14,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from jbod_broker import wire
-
 from ..models import BrokerCluster
+from ..models.kafka_cluster import KafkaCluster
 from ..models.rebalance import CLUSTER_LABEL, ENDED_PHASES, TRIGGER_LABEL, RebalanceMode
+from ..models.snapshot import ClusterSnapshot
 from .balance_trigger import (
     Create,
     Decision,
@@ -28,31 +29,21 @@ from .balance_trigger import (
 )
 from .builders import owner_reference
 from .conditions import iso, parse_iso
-from .snapshot import build_snapshot
 
 MAX_NAME = 63
 """A created Rebalance's name fits a label value (its children are labelled with it)."""
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-def sample_from_describes(
-    time: float,
-    expected: range | frozenset[int],
-    describes: Mapping[int, wire.DescribeLogDirsResponse | None],
-    broker_cluster: Mapping[str, Any],
-) -> Sample:
-    """One sample: each answering broker's dirs, measured as the planner's snapshot measures
-    them (``plan.snapshot.build_snapshot``: the volume's used bytes and size, or, for dirs
-    sharing one filesystem, their replicas' bytes and their size in the spec), so detection
-    and the Rebalance it creates agree on what is skewed; and each partition's size (its
-    largest current replica; a future copy being moved in is not a second partition)."""
-    answering = {b: d for b, d in describes.items() if d is not None}
-    snap = build_snapshot(
-        str((broker_cluster.get("metadata") or {}).get("name", "")),
-        dict(broker_cluster),
-        [],
-        answering,
-    )
+def sample_from_snapshot(time: float, snap: ClusterSnapshot) -> Sample:
+    """One sample from the snapshot a Rebalance of the cluster would plan from (either kind:
+    ``plan.execution.ClusterSnapshots``): each answering broker's dirs as the planner measures
+    them (the volume's used bytes and size, or, for dirs sharing one filesystem, their
+    replicas' bytes and their size in the spec), so detection and the Rebalance it creates
+    agree on what is skewed; and each partition's size (its largest replica on an answering
+    broker; a future copy being moved in is not a second partition). Every broker of the
+    snapshot is expected to answer."""
+    answering = {b.id for b in snap.brokers if b.live}
     disks = tuple(
         DiskSample(
             broker_id=d.broker_id,
@@ -66,15 +57,13 @@ def sample_from_describes(
         if d.broker_id in answering
     )
     sizes: dict[tuple[str, int], int] = {}
-    for desc in answering.values():
-        for ld in desc.log_dirs:
-            for p in ld.partitions:
-                if not p.is_future:
-                    key = (p.topic, p.partition)
-                    sizes[key] = max(sizes.get(key, 0), p.size)
+    for r in snap.replicas:
+        if r.broker_id in answering:
+            key = (r.topic, r.partition)
+            sizes[key] = max(sizes.get(key, 0), r.size_bytes)
     return Sample(
         time=time,
-        expected_brokers=frozenset(expected),
+        expected_brokers=frozenset(b.id for b in snap.brokers),
         answered=frozenset(answering),
         disks=disks,
         partitions=tuple(PartitionSize(t, p, n) for (t, p), n in sorted(sizes.items())),
@@ -119,9 +108,9 @@ def rebalance_name(cluster: str, create: Create, now: float) -> str:
     return head + suffix
 
 
-def build_rebalance(bc: BrokerCluster, create: Create, now: float) -> dict[str, Any]:
+def build_rebalance(bc: BrokerCluster | KafkaCluster, create: Create, now: float) -> dict[str, Any]:
     """The Rebalance to create: the contract's spec, labelled with its trigger and cluster,
-    owned by the BrokerCluster (deleted with it; not its controller)."""
+    owned by the cluster (deleted with it; not its controller)."""
     assert bc.spec.balance is not None
     name = bc.metadata.name
     labels = {TRIGGER_LABEL: create.trigger.value}

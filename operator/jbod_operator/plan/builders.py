@@ -35,6 +35,7 @@ from jbod_broker import wire
 from jbod_broker.storage.names import format_topic_id
 
 from ..models import BrokerCluster, LogDir
+from ..models.kafka_cluster import KafkaCluster
 
 __all__ = [
     "APP_NAME",
@@ -252,11 +253,11 @@ def labels(bc: BrokerCluster) -> dict[str, str]:
     return {**selector_labels(bc), "app.kubernetes.io/managed-by": MANAGED_BY}
 
 
-def owner_reference(bc: BrokerCluster) -> dict[str, Any]:
-    """Makes the object garbage-collected with the BrokerCluster (needs ``metadata.uid``)."""
+def owner_reference(bc: BrokerCluster | KafkaCluster) -> dict[str, Any]:
+    """Makes the object garbage-collected with the cluster (needs ``metadata.uid``)."""
     if not bc.metadata.uid:
         raise ValueError(
-            f"BrokerCluster {bc.metadata.name}: metadata.uid is required for ownerReferences "
+            f"{bc.kind} {bc.metadata.name}: metadata.uid is required for ownerReferences "
             "(build from the object the API server returned)"
         )
     return {

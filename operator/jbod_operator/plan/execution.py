@@ -77,6 +77,18 @@ throttle                   the broker's replication throttle   IncrementalAlterC
                                                                .throttled.rate|replicas``
 announce                   UpdateMetadata to live brokers      none: Kafka's controller does it
 =========================  ==================================  ================================
+
+Rebalance (:class:`ClusterSnapshots`): only reads, since its children (LogDirMoves and
+PartitionReassignments naming the same cluster) execute the plan through the two above:
+
+=========================  ==================================  ================================
+method                     our brokers (operator=controller)   Kafka Admin API
+=========================  ==================================  ================================
+record                     BrokerCluster spec, the Topics'     DescribeCluster, DescribeLogDirs,
+                           statuses                            Metadata (``kafka_snapshot``)
+snapshot                   describe-log-dirs + the above       the same, read again
+                           (``plan.snapshot.build_snapshot``)  (``plan.kafka_dirs.kafka_snapshot``)
+=========================  ==================================  ================================
 """
 
 from __future__ import annotations
@@ -89,6 +101,7 @@ from typing import Protocol
 from jbod_broker import wire
 
 from ..models.reassignment import PartitionReassignment
+from ..models.snapshot import ClusterSnapshot
 from .logdirmove import (
     BrokerDirs,
     CancelMoves,
@@ -247,4 +260,36 @@ class ReassignmentExecutor(Protocol):
 
     async def announce(self) -> None:
         """After partitions were recorded: every live broker learns the new metadata."""
+        ...
+
+
+@dataclass(frozen=True)
+class ClusterRecord:
+    """What a Rebalance pass reads of its cluster besides a snapshot."""
+
+    size: int
+    """The plans' cluster size: every broker id is below it."""
+    dir_names: tuple[str, ...]
+    """The log dir names brokers have (by the spec where there is one), for the spec's checks
+    while no broker was described."""
+    fingerprint: Mapping[str, str]
+    """What placement depends on, per object (``plan.rebalance.fingerprint_of``)."""
+    held: Mapping[int, int]
+    """Per broker, the replicas the state of record puts on it (a remove-brokers Rebalance
+    is done when its brokers hold none)."""
+
+
+class ClusterSnapshots(Protocol):
+    """What a Rebalance reads of the cluster it balances: the same
+    :class:`~jbod_operator.models.snapshot.ClusterSnapshot` from either kind, so the Spark job,
+    the proposal, the waves and the measure at the end are one code path."""
+
+    async def record(self) -> ClusterRecord | None:
+        """The cluster's record now; None when it does not exist; raises
+        :class:`ClusterUnusable` when it cannot be read."""
+        ...
+
+    async def snapshot(self, captured_at: str) -> ClusterSnapshot:
+        """Every broker's dirs read afresh with the partition state of record, as the planner
+        reads a cluster (after :meth:`record` in the same pass)."""
         ...

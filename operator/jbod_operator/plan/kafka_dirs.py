@@ -1,16 +1,18 @@
-"""Kafka's DescribeCluster and DescribeLogDirs read as the plans' observed models, pure: the
-one reading both Kafka adapters (``control.kafka_log_dir_moves``,
-``control.kafka_reassignments``) use, so a LogDirMove and a PartitionReassignment see a Kafka
-dir alike."""
+"""Kafka's DescribeCluster, DescribeLogDirs and Metadata read as the plans' observed models,
+pure: the one reading every Kafka adapter (``control.kafka_log_dir_moves``,
+``control.kafka_reassignments``, ``control.kafka_snapshots``) uses, so a LogDirMove, a
+PartitionReassignment and a Rebalance see a Kafka dir alike."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from jbod_broker import wire
 
-from .kafka_types import BrokerLogDirs, LogDir
+from ..models.snapshot import ClusterSnapshot
+from .kafka_types import BrokerLogDirs, ClusterDescription, LogDir, TopicMetadata
 from .logdirmove import BrokerDirs, Dir
+from .snapshot import RecordedPartition, assemble
 
 
 def kafka_dir(d: LogDir) -> Dir:
@@ -40,3 +42,46 @@ def cluster_size_of(brokers: Iterable[int]) -> int:
     to the highest pass the plans' range checks; a missing one is never live, so a step or a
     move to it waits and says so."""
     return max(brokers, default=-1) + 1
+
+
+def kafka_snapshot(
+    cluster_name: str,
+    cluster: ClusterDescription,
+    dirs: Mapping[int, BrokerDirs | None],
+    metadata: Sequence[TopicMetadata],
+    *,
+    dir_capacity: int = 0,
+    namespace: str = "default",
+    captured_at: str | None = None,
+) -> ClusterSnapshot:
+    """A KafkaCluster as the planner sees it, the same snapshot a BrokerCluster gives
+    (``plan.snapshot.assemble``): the brokers and racks of DescribeCluster, each answering
+    broker's DescribeLogDirs, and Metadata's replica lists and leaders as the partition state
+    of record (every topic, internal ones too: their bytes are on the disks). Metadata names
+    no dir, so a replica of a broker that did not answer has none and is left out, as is that
+    broker's unknown dirs.
+
+    ``dir_capacity`` (the KafkaCluster's ``spec.logDirCapacity``) plays the BrokerCluster
+    spec's dir size: dirs of one broker on one filesystem are each counted as that size, used
+    by their replicas' bytes; without it each dir is its filesystem's figures."""
+    sizes = {d.name: dir_capacity for bd in dirs.values() if bd is not None for d in bd.dirs}
+    partitions = [
+        RecordedPartition(
+            topic=t.name,
+            partition=p.partition,
+            replicas=tuple(p.replicas),
+            leader=-1 if p.leader is None else p.leader,
+        )
+        for t in sorted(metadata, key=lambda t: t.name)
+        if t.error is None
+        for p in sorted(t.partitions, key=lambda p: p.partition)
+    ]
+    return assemble(
+        cluster_name,
+        {b.broker_id: b.rack for b in cluster.brokers},
+        {b: bd for b, bd in dirs.items() if bd is not None},
+        partitions,
+        sizes if dir_capacity > 0 else {},
+        namespace=namespace,
+        captured_at=captured_at,
+    )

@@ -522,6 +522,33 @@ def advance(obs: Observed) -> Decision:
     return _run(p, phase)
 
 
+def recorded_first(
+    before: PartitionReassignmentStatus | None, d: Decision
+) -> PartitionReassignmentStatus | None:
+    """The status to write before ``d``'s actions, or None: the acceptance alone (Pending,
+    the originals) when the pass that accepts the resource also starts its first steps.
+
+    On Kafka the status is the only record that a step in flight is this resource's (Kafka
+    does not say who submitted a reassignment), and the originals cannot be read back once
+    a step is in flight (Kafka lists its target first, then the replicas leaving). An operator
+    killed after submitting the first batch and before writing the status left a resource
+    that the next pass accepted again, from the cluster mid-step: its own steps taken for
+    someone else's and originals in the wrong order. Written first, the acceptance lets that
+    pass adopt the steps as it does any batch submitted before a crash."""
+    if (before is not None and before.phase is not None) or d.status.original is None:
+        return None
+    if not any(isinstance(a, WritePartition) and a.view.adding for a in d.actions):
+        return None
+    return (before or PartitionReassignmentStatus()).model_copy(
+        update={
+            "phase": Phase.PENDING,
+            "observed_generation": d.status.observed_generation,
+            "start_time": d.status.start_time,
+            "original": d.status.original,
+        }
+    )
+
+
 def _cluster_unusable(p: _Pass, phase: Phase | None) -> Decision:
     """The cluster is missing or cannot be worked on now: nothing is done, the Progressing
     condition says why, and the resource stays active so that it is looked at again."""

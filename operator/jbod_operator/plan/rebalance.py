@@ -1,6 +1,7 @@
 """Rebalance decisions, pure: every transition of a Rebalance from one typed observation.
 
-The handler (``handlers/rebalances.py``) observes the Rebalance, its BrokerCluster, a
+The handler (``handlers/rebalances.py``) observes the Rebalance, its cluster (a
+BrokerCluster or a KafkaCluster, read through ``plan.execution.ClusterSnapshots``), a
 fingerprint of the cluster (what placement depends on), the planning job's state and outputs,
 the children it created, and at the end a fresh measure of every disk; :func:`decide` turns
 that into a new status, Events and an ordered list of typed actions; the handler carries them
@@ -61,7 +62,6 @@ from ..models.topic import kafka_topic_name
 from . import rebalance_order as order
 from .conditions import iso, set_condition
 from .machine import transition
-from .scale_down import replicas_per_broker
 
 Phase = RebalancePhase
 Command = RebalanceCommand
@@ -512,6 +512,49 @@ def cluster_fingerprint(
     return out
 
 
+def snapshot_fingerprint(kind: str, snap: ClusterSnapshot) -> dict[str, str]:
+    """What placement depends on, read from a snapshot, for a cluster whose record is not
+    the operator's objects (a KafkaCluster: Kafka's metadata is its record): the brokers, their
+    racks and dirs; per topic each partition's replicas in order with their dirs. Sizes and
+    leaders are left out, as in :func:`cluster_fingerprint`; a broker that did not answer
+    has no dirs to show, so it counts as a change."""
+    out = dict(
+        [
+            fingerprint_of(
+                kind,
+                snap.cluster_name,
+                [
+                    sorted((b.id, b.rack or "") for b in snap.brokers),
+                    sorted((d.broker_id, d.path) for d in snap.log_dirs),
+                ],
+            )
+        ]
+    )
+    by_topic: dict[str, dict[int, list[tuple[int, str]]]] = {}
+    for r in snap.replicas:
+        by_topic.setdefault(r.topic, {}).setdefault(r.partition, []).append(
+            (r.broker_id, r.log_dir)
+        )
+    for topic, parts in by_topic.items():
+        key, digest = fingerprint_of("Topic", topic, sorted(parts.items()))
+        out[key] = digest
+    return out
+
+
+def cluster_view(size: int, dir_names: Sequence[str], snap: ClusterSnapshot | None) -> ClusterView:
+    """The cluster as the spec's checks read it: each broker's live dirs from the snapshot
+    when there is one, else the names the cluster's record gives (name as path)."""
+    dirs: dict[int, tuple[tuple[str, str], ...]] = {
+        b: tuple((n, n) for n in dir_names) for b in range(size)
+    }
+    if snap is not None:
+        for b in range(size):
+            found = tuple((d.name, d.path) for d in snap.log_dirs if d.broker_id == b and d.live)
+            if found:
+                dirs[b] = found
+    return ClusterView(size=size, dirs=dirs)
+
+
 @dataclass(frozen=True)
 class PlannedMove:
     """One replica of the proposal changing broker or disk, with its size at the snapshot."""
@@ -697,20 +740,18 @@ def _drains(rb: Rebalance, snap: ClusterSnapshot) -> list[tuple[int, str, str]]:
     return out
 
 
-def left_behind(
-    rb: Rebalance, topics: Sequence[Mapping[str, Any]], snap: ClusterSnapshot
-) -> list[str]:
+def left_behind(rb: Rebalance, held: Mapping[int, int], snap: ClusterSnapshot) -> list[str]:
     """What a remove mode was to empty and still holds replicas at the end, in words (empty:
-    done). A remove-brokers Rebalance is read against the Topic statuses (the state of record
-    the scale-down waits on, ``plan.scale_down``: a broker that has already left the cluster
-    is no longer described, but a status naming it still counts); a remove-disks one against
+    done). A remove-brokers Rebalance is read against ``held``, the replicas per broker of the
+    state of record (our Topic statuses, which the scale-down waits on, ``plan.scale_down``:
+    a broker that has already left the cluster is no longer described, but a status naming it
+    still counts; Kafka's Metadata); a remove-disks one against
     where the brokers have their replicas (the snapshot: describe-log-dirs first), since the
     claim of a disk that still holds one would be deleted with it. Ready needs this empty:
     the planned moves all succeeding is not the proof (a partition created meanwhile can land
     on the disk, or a move can target it)."""
     out = []
     if rb.spec.mode == RebalanceMode.REMOVE_BROKERS:
-        held = replicas_per_broker(topics)
         for b in sorted(set(rb.spec.brokers or ())):
             if held.get(b):
                 n = held[b]
@@ -862,7 +903,8 @@ def _accept(p: _Pass) -> None:
         p.to(
             Phase.NOT_READY,
             "ClusterNotFound",
-            f"BrokerCluster {p.rb.spec.cluster_name} not found: nothing planned",
+            f"BrokerCluster {p.rb.spec.cluster_name} not found (nor a KafkaCluster of that "
+            "name): nothing planned",
             warn=True,
         )
         return
