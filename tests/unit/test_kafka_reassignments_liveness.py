@@ -1,6 +1,7 @@
 """Which brokers a pass of the Kafka reassignment adapter counts as live: unfenced and
 answering DescribeLogDirs, where one unanswered read is retried before the broker is planned
-around (a single timeout on a busy machine made a pass treat two live brokers as down)."""
+around (a single timeout on a busy machine made a pass treat two live brokers as down); and a
+throttle call Kafka did not take stopping the pass (Kafka keeps a throttle until it is lifted)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 from jbod_operator.clients.kafka_admin import KafkaAdminError
 from jbod_operator.control import kafka_reassignments
 from jbod_operator.control.kafka_reassignments import KafkaReassignments
+from jbod_operator.plan.execution import ActionFailed
 from jbod_operator.plan.kafka_types import BrokerLogDirs, ClusterDescription, KafkaBroker, LogDir
+from jbod_operator.plan.reassignment import Throttle
 
 
 class FlakyAdmin:
@@ -58,3 +61,27 @@ def test_a_broker_is_live_when_unfenced_and_answering_on_a_second_try(
     assert seen is not None and seen.size == 4
     assert (seen.brokers[2] is None) == (2 not in live)
     assert seen.brokers[3] is None and 3 not in admin.asked  # fenced: not asked
+
+
+class RefusingConfigs:
+    """IncrementalAlterConfigs fails for broker 2; every call is recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    async def incremental_alter_configs(self, kind: object, name: str, changes: object) -> None:
+        self.calls.append((str(kind), name))
+        if name == "2":
+            raise KafkaAdminError("IncrementalAlterConfigs", "KafkaTimeoutError")
+
+
+def test_a_throttle_kafka_did_not_take_stops_the_pass_after_the_other_calls() -> None:
+    """Kafka keeps a throttle until it is lifted: a failed set or lift raises ActionFailed
+    (the pass is not recorded and the next one tries again) once the topic's call was made."""
+    admin = RefusingConfigs()
+    ex = KafkaReassignments(admin, asyncio.Lock(), "k")  # type: ignore[arg-type]
+    ex.topics = ("t",)
+    with pytest.raises(ActionFailed, match="broker 2"):
+        asyncio.run(ex.throttle(Throttle(2, 0, frozenset(), frozenset({("t", 0)}))))
+    assert [name for _, name in admin.calls] == ["2", "t"]
+    asyncio.run(ex.throttle(Throttle(1, 0, frozenset({("t", 0)}), frozenset())))  # no raise

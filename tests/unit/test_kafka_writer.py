@@ -108,7 +108,6 @@ def test_varints_as_kio_writes_them(value: int) -> None:
     assert writer.uvarint(value) == buf.getvalue()
 
 
-
 NullableInt = dataclasses.make_dataclass(
     "NullableInt",
     [("count", i32 | None, dataclasses.field(metadata={"kafka_type": "int32"}))],

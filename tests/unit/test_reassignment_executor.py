@@ -269,6 +269,44 @@ def test_a_reassignment_runs_to_its_end_through_the_interface_alone() -> None:
     )
 
 
+class LiftFailsOnce(StepsInMemory):
+    """The first lift of a throttle (rate 0, nothing listed) fails, as a Kafka adapter's
+    IncrementalAlterConfigs that timed out does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    async def throttle(self, action: Throttle) -> None:
+        if action.rate == 0 and not action.leader_replicas and not self.failed:
+            self.failed = True
+            raise execution.ActionFailed(f"throttle not set: broker {action.broker}")
+        await super().throttle(action)
+
+
+def test_a_throttle_lift_that_failed_at_the_end_is_tried_again_before_the_end_is_recorded() -> None:
+    """The end's lift failed: the pass stops without writing its status (the resource stays
+    active, not Succeeded with a throttle left), and the next pass lifts it and ends."""
+    cluster = LiftFailsOnce()
+    cluster.add_topic("t", {0: (0, 1), 1: (0, 1)})
+    kube = OnlyOwnResources(reassignment())
+    outs = []
+    for _ in range(40):
+        outs.append(one_pass(kube, cluster))
+        if outs[-1].status.get("phase") == "Succeeded":
+            break
+        cluster.catch_up()
+    assert cluster.failed
+    stopped = [i for i, o in enumerate(outs) if o.active and not o.events and i > 0]
+    assert stopped, "no pass stopped on the failed lift"
+    assert outs[-1].status["phase"] == "Succeeded"
+    assert all(
+        (t.rate, t.leader_replicas, t.follower_replicas) == (0, frozenset(), frozenset())
+        for t in cluster.throttles.values()
+    )
+    assert outs[-1].status.get("throttledBrokers", []) == []
+
+
 class Killed(BaseException):
     """The operator's SIGKILL, as far as one pass can see it: nothing after it runs."""
 

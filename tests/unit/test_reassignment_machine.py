@@ -1042,6 +1042,31 @@ def test_the_throttle_covers_the_leader_and_the_new_followers_and_is_lifted_at_t
     assert pr.status is not None and pr.status.throttled_brokers == []
 
 
+def test_brokers_about_to_be_throttled_are_on_record_before_the_throttle_is_set() -> None:
+    """An operator killed after setting a throttle and before writing its status, the step
+    ending before the next one looked: the throttle is still lifted at the end, from the
+    brokers ``recorded_first`` put on record (Kafka keeps a throttle until it is lifted)."""
+    w = world()
+    pr = reassign([("t", 0, [1, 2, 3])], throttleBytesPerSecond=1000)
+    d = advance(w.observe(pr))
+    first = plan.recorded_first(pr.status, d)
+    assert first is not None and first.throttled_brokers == [0, 3]
+    w.apply(d)  # the throttles set and the step written; the operator dies before its status
+    pr = pr.model_copy(update={"status": first})
+    w.catch_up()  # the step ends before anyone looks
+    pr, ds = w.run(pr, until=[P.SUCCEEDED])
+    lifted = [a for d in ds for a in d.actions if isinstance(a, Throttle)]
+    assert lifted == [
+        Throttle(0, 0, frozenset(), frozenset()),
+        Throttle(3, 0, frozenset(), frozenset()),
+    ]
+    assert pr.status is not None and pr.status.throttled_brokers == []
+    # A pass that throttles no broker it has not recorded writes nothing first.
+    w2 = world()
+    pr2 = started(w2, reassign([("t", 0, [1, 2, 3])], throttleBytesPerSecond=1000))
+    assert plan.recorded_first(pr2.status, advance(w2.observe(pr2))) is None
+
+
 # -- what the first version got wrong (each failed before its fix) ---------------------------
 
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
 from ..models import PartitionReassignment
 from ..plan import kafka_reassignment as kr
-from ..plan.execution import ClusterSeen, ClusterUnusable, PartitionsSeen
+from ..plan.execution import ActionFailed, ClusterSeen, ClusterUnusable, PartitionsSeen
 from ..plan.kafka_dirs import cluster_size_of, kafka_broker_dirs
 from ..plan.kafka_types import ClusterDescription, ConfigKind, PartitionMetadata
 from ..plan.logdirmove import BrokerDirs
@@ -283,14 +283,20 @@ class KafkaReassignments:
 
     async def throttle(self, action: Throttle) -> None:
         """The broker's rates, then every moving topic's throttled replicas from all the
-        throttles of this pass so far (the plan gives one per live broker involved)."""
+        throttles of this pass so far (the plan gives one per live broker involved).
+
+        Kafka keeps these configs in its metadata until they are lifted (a broker restart does
+        not clear them), so a call that fails raises :class:`ActionFailed` once the others
+        were tried: the pass is not recorded and the next one sets or lifts them again (at the
+        end, a lift that failed would otherwise be left for good)."""
         self.throttles.append(action)
+        failed: list[str] = []
         try:
             await self.admin.incremental_alter_configs(
                 ConfigKind.BROKER, str(action.broker), kr.broker_throttle(action)
             )
         except KafkaAdminError as e:
-            log.warning("throttle not set", extra={"broker": action.broker, "error": str(e)})
+            failed.append(f"broker {action.broker}: {e}")
         for topic, changes in kr.topic_throttles(self.throttles, self.topics).items():
             if self.topic_configs.get(topic) == changes:
                 continue
@@ -298,7 +304,9 @@ class KafkaReassignments:
                 await self.admin.incremental_alter_configs(ConfigKind.TOPIC, topic, changes)
                 self.topic_configs[topic] = changes
             except KafkaAdminError as e:
-                log.warning("throttle not set", extra={"topic": topic, "error": str(e)})
+                failed.append(f"topic {topic}: {e}")
+        if failed:
+            raise ActionFailed("throttle not set: " + "; ".join(failed))
 
     async def announce(self) -> None:
         """Nothing: Kafka's controller publishes the metadata."""

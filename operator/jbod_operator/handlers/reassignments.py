@@ -30,7 +30,13 @@ from ..clients.kube import LOG_DIR_MOVES, REASSIGNMENTS, KubeClient
 from ..models import LogDirMove, PartitionReassignment
 from ..models.log_dir_move import FINAL_REPLICA_STATES, ReplicaState
 from ..models.reassignment import ENDED_PHASES, PartitionReassignmentStatus
-from ..plan.execution import ClusterSeen, ClusterUnusable, ReassignmentExecutor, RecordChanged
+from ..plan.execution import (
+    ActionFailed,
+    ClusterSeen,
+    ClusterUnusable,
+    ReassignmentExecutor,
+    RecordChanged,
+)
 from ..plan.reassignment import (
     TP,
     Action,
@@ -83,6 +89,12 @@ async def reconcile_reassignment(
         try:
             await run_actions(ex, decision.actions)
         except RecordChanged:
+            return Outcome(pr.status.dump() if pr.status else {}, [], True)
+        except ActionFailed as e:
+            log.warning(
+                "reassignment pass stopped: an action did not take",
+                extra={"resource": pr.metadata.name, "error": str(e)},
+            )
             return Outcome(pr.status.dump() if pr.status else {}, [], True)
     await _write_status(kube, pr, decision)
     if any(isinstance(a, WritePartition) and a.view.adding for a in decision.actions):

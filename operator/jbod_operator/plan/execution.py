@@ -186,6 +186,12 @@ class RecordChanged(Exception):
     next one decides again from what is there."""
 
 
+class ActionFailed(Exception):
+    """An action whose effect outlives the reassignment did not take (a throttle Kafka keeps
+    in its metadata until it is lifted): the pass stops before its status is written, so the
+    next one decides the same actions again instead of recording them as done."""
+
+
 @dataclass(frozen=True)
 class ClusterSeen:
     """What a PartitionReassignment pass reads of the cluster before it takes the lock."""

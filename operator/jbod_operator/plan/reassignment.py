@@ -525,28 +525,43 @@ def advance(obs: Observed) -> Decision:
 def recorded_first(
     before: PartitionReassignmentStatus | None, d: Decision
 ) -> PartitionReassignmentStatus | None:
-    """The status to write before ``d``'s actions, or None: the acceptance alone (Pending,
-    the originals) when the pass that accepts the resource also starts its first steps.
+    """The status to write before ``d``'s actions, or None: what must be on record before
+    the cluster is touched, because the cluster cannot tell it back afterwards.
 
-    On Kafka the status is the only record that a step in flight is this resource's (Kafka
-    does not say who submitted a reassignment), and the originals cannot be read back once
-    a step is in flight (Kafka lists its target first, then the replicas leaving). An operator
-    killed after submitting the first batch and before writing the status left a resource
-    that the next pass accepted again, from the cluster mid-step: its own steps taken for
-    someone else's and originals in the wrong order. Written first, the acceptance lets that
-    pass adopt the steps as it does any batch submitted before a crash."""
-    if (before is not None and before.phase is not None) or d.status.original is None:
+    - The acceptance (Pending, the originals), when the pass that accepts the resource also
+      starts its first steps. On Kafka the status is the only record that a step in flight
+      is this resource's (Kafka does not say who submitted a reassignment), and the originals
+      cannot be read back once a step is in flight (Kafka lists its target first, then the
+      replicas leaving). An operator killed after submitting the first batch and before
+      writing the status left a resource that the next pass accepted again, from the cluster
+      mid-step: its own steps taken for someone else's and originals in the wrong order.
+      Written first, the acceptance lets that pass adopt the steps as it does any batch
+      submitted before a crash.
+    - The brokers about to be throttled, added to ``throttledBrokers``: the end lifts the
+      throttle from the brokers listed there, and Kafka keeps a throttle until it is lifted.
+      An operator killed between setting a throttle and writing its status left a broker
+      throttled for good when the step had ended before the next operator looked.
+    """
+    accepting = (
+        (before is None or before.phase is None)
+        and d.status.original is not None
+        and any(isinstance(a, WritePartition) and a.view.adding for a in d.actions)
+    )
+    had = set(before.throttled_brokers) if before is not None else set()
+    throttling = {a.broker for a in d.actions if isinstance(a, Throttle)} - had
+    if not accepting and not throttling:
         return None
-    if not any(isinstance(a, WritePartition) and a.view.adding for a in d.actions):
-        return None
-    return (before or PartitionReassignmentStatus()).model_copy(
-        update={
+    update: dict[str, Any] = {}
+    if accepting:
+        update |= {
             "phase": Phase.PENDING,
             "observed_generation": d.status.observed_generation,
             "start_time": d.status.start_time,
             "original": d.status.original,
         }
-    )
+    if throttling:
+        update["throttled_brokers"] = sorted(had | throttling)
+    return (before or PartitionReassignmentStatus()).model_copy(update=update)
 
 
 def _cluster_unusable(p: _Pass, phase: Phase | None) -> Decision:
