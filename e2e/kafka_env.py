@@ -38,31 +38,42 @@ COUNTED = {0: [1, 2], 1: [2, 3], 2: [3, 4], 3: [4, 1]}
 
 
 @contextmanager
-def operator_on_kafka(
+def operators_on_kafka(
     kube_cluster: KubeCluster,
     kafka: KafkaCluster,
     work: Path,
     ns: str,
     *,
+    operators: int = 1,
     operator_env: Mapping[str, str] | None = None,
     spec: Mapping[str, Any] | None = None,
-) -> Iterator[Kube]:
-    """The CRDs, the namespace, the operator process and the KafkaCluster (``spec`` added to
-    its bootstrap servers), Ready before it is handed out; the operator's log printed after."""
+) -> Iterator[tuple[Kube, list[OperatorProcess]]]:
+    """The CRDs, the namespace, ``operators`` operator processes (the first holds the Lease
+    before the others start, so they are its standbys) and the KafkaCluster :data:`CLUSTER`
+    on ``kafka`` (``spec`` added to its bootstrap servers), Ready before it is handed out;
+    each operator's log printed after. Every e2e module on Kafka runs against this."""
     kube_cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
     kube_cluster.kubectl(
         "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
     )
     kube_cluster.kubectl("create", "namespace", ns, check=False)
     kube = Kube(kube_cluster, ns)
-    op = OperatorProcess(
-        kube_cluster,
-        ns,
-        str(work),
-        env={"JBOD_OPERATOR_LEASE_NAMESPACE": ns, **(operator_env or {})},
-    )
-    op.start()
+    ops = [
+        OperatorProcess(
+            kube_cluster,
+            ns,
+            str(work),
+            name=f"operator-{i}",
+            env={"JBOD_OPERATOR_LEASE_NAMESPACE": ns, **(operator_env or {})},
+        )
+        for i in range(operators)
+    ]
     try:
+        ops[0].start()
+        if operators > 1:
+            wait_for(lambda: lease_holder(kube), what="the first operator to take the Lease")
+        for op in ops[1:]:
+            op.start()
         kube.apply(
             {
                 "apiVersion": "jbod.io/v1alpha1",
@@ -82,10 +93,18 @@ def operator_on_kafka(
             timeout=90,
             what="KafkaCluster Ready",
         )
-        yield kube
+        yield kube, ops
     finally:
-        op.stop()
-        print(f"--- {op.log_path}\n{op.tail(60)}")
+        for op in ops:
+            op.stop()
+            print(f"--- {op.log_path}\n{op.tail(60)}")
+
+
+def lease_holder(kube: Kube) -> str | None:
+    """The holder identity of the operators' Lease (it names the holder's pid)."""
+    lease = kube.get("lease", "jbod-operator-leader") or {}
+    holder: str | None = (lease.get("spec") or {}).get("holderIdentity")
+    return holder
 
 
 def create_topics(

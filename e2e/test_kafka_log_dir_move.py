@@ -30,7 +30,7 @@ from e2e.kafka_env import (
     finish,
     in_thread,
     log_dirs,
-    operator_on_kafka,
+    operators_on_kafka,
     true,
     wait_until,
 )
@@ -53,7 +53,7 @@ def env(
     kube_cluster: KubeCluster, kafka_jbod: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Kube]:
     work = tmp_path_factory.mktemp("kafka-ldm-e2e")
-    with operator_on_kafka(kube_cluster, kafka_jbod, work, NS) as kube:
+    with operators_on_kafka(kube_cluster, kafka_jbod, work, NS) as (kube, _):
         yield kube
 
 

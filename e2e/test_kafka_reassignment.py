@@ -19,7 +19,6 @@ throughout and a consumer reading everything back, nothing lost or duplicated.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import re
@@ -31,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from e2e.kafka_env import operators_on_kafka
 from jbod_operator.clients.kafka_admin import KafkaAdmin, KafkaConnection
 from jbod_operator.plan import reassignment_steps as steps
 from jbod_operator.plan.kafka_types import ConfigKind
@@ -57,6 +57,12 @@ REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 8
 BALLAST = 1024 * 1024
 """Bytes written to each partition before a move, so a throttled step lasts seconds."""
+CANCEL_BALLAST = 5 * 1024 * 1024
+"""The cancelled topic's: a cancel must land while its first steps copy, however slow the
+machine. Kafka's throttle lets a new replica's first fetch take a whole
+``replica.fetch.max.bytes`` (1 MiB) and then holds it until that sample leaves the quota's
+11 s window, so a throttled step copies about 1 MiB per 11 s whatever the rate: 1 MiB ended
+the steps before a cancel that took the test and the operator over 11 s on a loaded machine."""
 THROTTLE = 512 * 1024
 """bytes/s per broker: each step's new replica copies its partition in about 2 s."""
 THROTTLE_KEYS = {
@@ -68,72 +74,12 @@ THROTTLE_KEYS = {
 LIMITS = {"maxConcurrentPartitionMovements": 2, "maxConcurrentReplicaMovements": 1}
 
 
-@contextlib.contextmanager
-def operators_on(
-    kube_cluster: KubeCluster,
-    kafka: KafkaCluster,
-    work: Path,
-    ns: str,
-    *,
-    operators: int = 1,
-    env: dict[str, str] | None = None,
-) -> Iterator[tuple[Kube, list[OperatorProcess]]]:
-    """The CRDs, namespace ``ns``, ``operators`` operator processes (the first holds the
-    Lease before the others start, so they are its standbys) and the KafkaCluster ``jbod``
-    on ``kafka``: what each module of Kafka reassignment scenarios runs against."""
-    kube_cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
-    kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
-    )
-    kube_cluster.kubectl("create", "namespace", ns, check=False)
-    kube = Kube(kube_cluster, ns)
-    ops = [
-        OperatorProcess(
-            kube_cluster,
-            ns,
-            str(work),
-            name=f"operator-{i}",
-            env={"JBOD_OPERATOR_LEASE_NAMESPACE": ns, **(env or {})},
-        )
-        for i in range(operators)
-    ]
-    try:
-        ops[0].start()
-        if operators > 1:
-            wait_for(lambda: lease_holder(kube), what="the first operator to take the Lease")
-        for op in ops[1:]:
-            op.start()
-        kube.apply(
-            {
-                "apiVersion": "jbod.io/v1alpha1",
-                "kind": "KafkaCluster",
-                "metadata": {"name": "jbod"},
-                "spec": {
-                    "bootstrapServers": kafka.bootstrap.split(","),
-                    "refreshIntervalSeconds": 5,
-                },
-            }
-        )
-        yield kube, ops
-    finally:
-        for op in ops:
-            op.stop()
-            print(f"--- {op.log_path}\n{op.tail(60)}")
-
-
-def lease_holder(kube: Kube) -> str | None:
-    """The holder identity of the operators' Lease (it names the holder's pid)."""
-    lease = kube.get("lease", "jbod-operator-leader") or {}
-    holder: str | None = (lease.get("spec") or {}).get("holderIdentity")
-    return holder
-
-
 @pytest.fixture(scope="module")
 def env(
     kube_cluster: KubeCluster, kafka_jbod: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Kube, OperatorProcess]]:
     work = tmp_path_factory.mktemp("kafka-reassign-e2e")
-    with operators_on(kube_cluster, kafka_jbod, work, NS) as (kube, (op,)):
+    with operators_on_kafka(kube_cluster, kafka_jbod, work, NS) as (kube, (op,)):
         yield kube, op
 
 
@@ -148,8 +94,9 @@ def admin_call(kafka: KafkaCluster, fn: Any) -> Any:
     return asyncio.run(go())
 
 
-def create_topic(kafka: KafkaCluster, name: str) -> dict[int, list[int]]:
-    """8 partitions on brokers 1 and 2, leaders alternating, min ISR 2, 1 MiB in each."""
+def create_topic(kafka: KafkaCluster, name: str, ballast: int = BALLAST) -> dict[int, list[int]]:
+    """8 partitions on brokers 1 and 2, leaders alternating, min ISR 2, ``ballast`` bytes in
+    each."""
     assignment = {p: [1, 2] if p % 2 == 0 else [2, 1] for p in range(PARTITIONS)}
     client = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
     try:
@@ -167,7 +114,7 @@ def create_topic(kafka: KafkaCluster, name: str) -> dict[int, list[int]]:
     producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all", linger_ms=20)
     try:
         for p in range(PARTITIONS):
-            for _ in range(BALLAST // 1024):
+            for _ in range(ballast // 1024):
                 producer.send(name, os.urandom(512).hex().encode(), partition=p)
         producer.flush()
     finally:
@@ -407,7 +354,7 @@ async def test_cancel_mid_batch_then_rollback_after_the_end(
     # Cancel while the first batch is in flight: the steps undone, every partition back at its
     # original replicas in order (Kafka's revert may swap them) with its preferred leader.
     topic = "cancelled"
-    before = await asyncio.to_thread(create_topic, kafka_jbod, topic)
+    before = await asyncio.to_thread(create_topic, kafka_jbod, topic, CANCEL_BALLAST)
     targets = {p: [3, 4] if p % 2 == 0 else [4, 3] for p in range(PARTITIONS)}
     prod = await start_producer(kafka_jbod, topic, count)
     kube.apply(reassignment("undo", topic, targets, throttleBytesPerSecond=16 * 1024, **LIMITS))

@@ -35,6 +35,7 @@ from typing import Any
 
 import pytest
 
+from e2e.kafka_env import lease_holder, operators_on_kafka
 from e2e.test_kafka_reassignment import (
     LIMITS,
     PARTITIONS,
@@ -45,8 +46,6 @@ from e2e.test_kafka_reassignment import (
     create_topic,
     dirs_of,
     finish_and_check,
-    lease_holder,
-    operators_on,
     reassignment,
     start_producer,
     status,
@@ -117,7 +116,10 @@ def ha(
         ENV_POINTS: ",".join(POINTS),
         ENV_DIR: str(points),
     }
-    with operators_on(kube_cluster, kafka_jbod, work, NS, operators=2, env=env) as (kube, ops):
+    with operators_on_kafka(kube_cluster, kafka_jbod, work, NS, operators=2, operator_env=env) as (
+        kube,
+        ops,
+    ):
         yield HaEnv(kube, ops, points)
 
 

@@ -43,7 +43,7 @@ from e2e.kafka_env import (
     finish,
     in_thread,
     log_dirs,
-    operator_on_kafka,
+    operators_on_kafka,
     true,
     wait_until,
 )
@@ -72,7 +72,7 @@ def env(
     kube_cluster: KubeCluster, kafka_jbod: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Kube]:
     work = tmp_path_factory.mktemp("kafka-rb-e2e")
-    with operator_on_kafka(
+    with operators_on_kafka(
         kube_cluster,
         kafka_jbod,
         work,
@@ -83,7 +83,7 @@ def env(
             "JBOD_OPERATOR_MOVE_POLL_SECONDS": "0.5",
         },
         spec={"logDirCapacity": DIR_CAPACITY},
-    ) as kube:
+    ) as (kube, _):
         yield kube
 
 

@@ -213,7 +213,8 @@ class KafkaReassignments:
         await self._reassign(dict.fromkeys(wanted))
         topics = sorted({t for t, _ in wanted})
         now: dict[TP, PartitionMetadata] = {}
-        for _ in range(REVERT_READS):
+        reads = 0
+        for reads in range(1, REVERT_READS + 1):  # noqa: B007 - the count is logged
             # Metadata comes from a broker's cache, which may lag the controller's revert.
             now = {
                 (t.name, p.partition): p
@@ -228,6 +229,19 @@ class KafkaReassignments:
             for k, v in wanted.items()
             if k in now and now[k].replicas != v and set(now[k].replicas) == set(v)
         }
+        unseen = sorted(
+            k for k, v in wanted.items() if k not in now or set(now[k].replicas) != set(v)
+        )
+        log.info(
+            "steps cancelled on Kafka",
+            extra={
+                "event": "reassignment_cancelled_steps",
+                "partitions": [f"{t}-{p}" for t, p in sorted(wanted)],
+                "reordered": [f"{t}-{p}" for t, p in sorted(reorder)],
+                "revert_not_seen": [f"{t}-{p}" for t, p in unseen],
+                "metadata_reads": reads,
+            },
+        )
         if reorder:
             await self._reassign(dict(reorder))
         # Asked for every one: Kafka's controller judges against its own state (a read may
