@@ -56,6 +56,12 @@ view of the partition changed; the controller's LeaderAndIsr may be on its way).
 @dataclass
 class FetchState:
     needs_truncation: bool = True
+    entry: Any = None
+    """The partition's entry of the last Fetch built, reused while ``entry_key`` holds: a
+    partition with nothing new keeps its offsets, and building the entry was a sixth of a
+    follower's round."""
+    entry_key: tuple[int, ...] = ()
+    """(leader epoch, fetch offset, log start offset, max bytes) the entry was built for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,8 +233,15 @@ class LeaderFetcher:
             if p is None or lg is None:
                 self.partitions.pop(tp, None)
                 continue
-            by_topic.setdefault(tp.topic, []).append(
-                make(
+            key = (
+                p.leader_epoch,
+                lg.log_end_offset,
+                lg.log_start_offset,
+                cfg.replica_fetch_max_bytes,
+            )
+            if st.entry_key != key:
+                st.entry_key = key
+                st.entry = make(
                     m.FetchPartition,
                     partition=tp.partition,
                     current_leader_epoch=p.leader_epoch,
@@ -237,7 +250,7 @@ class LeaderFetcher:
                     log_start_offset=lg.log_start_offset,
                     partition_max_bytes=cfg.replica_fetch_max_bytes,
                 )
-            )
+            by_topic.setdefault(tp.topic, []).append(st.entry)
         if not by_topic:
             await asyncio.sleep(cfg.replica_fetch_backoff_ms / 1000)
             return False
