@@ -244,19 +244,17 @@ async def produce(b: Broker, req: Request) -> Any:
 
 async def fetch(b: Broker, req: Request) -> Any:
     """A consumer's fetch, or a follower's (``replica_id`` >= 0: replication runs on Kafka's
-    Fetch, as between Kafka's brokers).
-
-    A consumer reads each partition through the replica manager up to the high watermark; a
-    follower reads up to the log end, and its fetch offset updates its state on the leader
-    (ISR, high watermark) with the leader throttle of a reassignment applied
-    (:class:`..throttle.LeaderThrottle`); its records are ranges of segment files
-    (``Log.read_slice``) that the listener sends from the file (zero-copy). Either within its
-    ``partition_max_bytes`` and the response's ``max_bytes`` (the first batch always whole,
-    KIP-74), long-polling until ``min_bytes`` arrived or ``max_wait`` passed. Incremental
-    fetch sessions (KIP-227) are declined the way Kafka allows: every response carries session
-    ID 0, so the client sends full fetches; an incremental fetch of a session never granted
-    is FETCH_SESSION_ID_NOT_FOUND. No transactions exist, so read_committed reads what
-    read_uncommitted does (the last stable offset is the high watermark)."""
+    Fetch, as between Kafka's brokers). A consumer reads each partition through the replica
+    manager up to the high watermark; a follower reads up to the log end, and its fetch offset
+    updates its state on the leader (ISR, high watermark) with the leader throttle of a
+    reassignment applied (:class:`..throttle.LeaderThrottle`); its records are ranges of segment
+    files (``Log.read_slice``) that the listener sends from the file (zero-copy when large).
+    Either within its ``partition_max_bytes`` and the response's ``max_bytes`` (the first batch
+    always whole, KIP-74), long-polling until ``min_bytes`` arrived or ``max_wait`` passed.
+    Incremental fetch sessions (KIP-227) are declined the way Kafka allows: every response
+    carries session ID 0, so the client sends full fetches; an incremental fetch of a session
+    never granted is FETCH_SESSION_ID_NOT_FOUND. No transactions exist, so read_committed reads
+    what read_uncommitted does (the last stable offset is the high watermark)."""
     body = req.body
     m = response_module(protocol.FETCH, req.version)
     session_id = int(getattr(body, "session_id", 0))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -161,21 +162,37 @@ class KafkaListener:
                 await _send(writer, encode_response_pieces(req.correlation_id, response))
 
 
+SENDFILE_MIN_BYTES = 128 * 1024
+"""File ranges this big or bigger go by the kernel's sendfile; smaller ones are read and
+written with the bytes around them. asyncio's ``loop.sendfile`` waits for the transport to
+drain, pauses reading and runs its own future for each range: for the 16 KiB batch a
+follower fetches per acks=all produce it cost 170-240 µs of CPU against 27 µs for a pread and
+a write (the same socket pair, /tmp microbenchmark: 64 KiB 200 against 100 µs, even at
+256 KiB, sendfile ahead at 1 MiB, 1.2 against 1.7 ms)."""
+
+
 async def _send(writer: asyncio.StreamWriter, pieces: list[Any]) -> None:
-    """Write a response frame's pieces in order: bytes through the stream, the file ranges of
-    a follower's records from their files by the kernel (``loop.sendfile``: os.sendfile on
-    a plain socket), never read into the process. Every range's descriptor is closed once
-    sent, or when the send fails. A range cut short (the file was truncated under it) leaves
-    the frame shorter than its size said: the connection is closed, and the client, which
-    cannot read the frame, reconnects."""
+    """Write a response frame's pieces in order: bytes through the stream; the file ranges
+    of a follower's records read from their files when small, sent by the kernel when large
+    (:data:`SENDFILE_MIN_BYTES`; ``loop.sendfile``: os.sendfile on a plain socket, never
+    read into the process). Every range's descriptor is closed once sent, or when the send
+    fails. A range cut short (the file was truncated under it) is not sent and leaves the
+    frame shorter than its size said: the connection is closed, and the client, which cannot
+    read the frame, reconnects."""
     loop = asyncio.get_running_loop()
     try:
         for piece in pieces:
             if not isinstance(piece, FileSlice):
                 writer.write(piece)
                 continue
-            with open(piece.fd, "rb", buffering=0, closefd=False) as f:
-                sent = await loop.sendfile(writer.transport, f, piece.position, piece.size)
+            if piece.size < SENDFILE_MIN_BYTES:
+                data = os.pread(piece.fd, piece.size, piece.position)
+                sent = len(data)
+                if sent == piece.size:
+                    writer.write(data)
+            else:
+                with open(piece.fd, "rb", buffering=0, closefd=False) as f:
+                    sent = await loop.sendfile(writer.transport, f, piece.position, piece.size)
             if sent != piece.size:
                 raise ProtocolError(
                     f"a file range of {piece.size} bytes gave {sent} (truncated under the send)"

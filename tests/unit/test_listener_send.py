@@ -1,0 +1,77 @@
+"""How the Kafka listener writes a response's pieces (``kafka.listener._send``): bytes as they
+are, a follower's file ranges read and written when small, sent by the kernel when large
+(``SENDFILE_MIN_BYTES``), each range's descriptor closed, a range cut short not sent."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from jbod_broker.kafka import listener
+from jbod_broker.kafka.protocol import ProtocolError
+from jbod_broker.storage.log import FileSlice
+
+
+def _file(tmp_path: Path, size: int) -> tuple[str, bytes]:
+    data = os.urandom(size)
+    path = tmp_path / "seg.log"
+    path.write_bytes(data)
+    return str(path), data
+
+
+async def _sent(pieces: list[object]) -> tuple[bytes, BaseException | None]:
+    """What a peer receives when ``pieces`` are sent, and the error the send raised."""
+    got = bytearray()
+    done = asyncio.Event()
+
+    async def peer(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        while chunk := await r.read(1 << 20):
+            got.extend(chunk)
+        w.close()
+        done.set()
+
+    server = await asyncio.start_server(peer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
+    err: BaseException | None = None
+    try:
+        await listener._send(writer, pieces)
+    except ProtocolError as e:
+        err = e
+    writer.close()
+    await done.wait()
+    server.close()
+    return bytes(got), err
+
+
+@pytest.mark.parametrize("size", [16_707, listener.SENDFILE_MIN_BYTES, 3 * 1024 * 1024])
+def test_a_range_small_or_large_reaches_the_peer_between_the_bytes(
+    tmp_path: Path, size: int
+) -> None:
+    path, data = _file(tmp_path, size + 100)
+    fd = os.open(path, os.O_RDONLY)
+    piece = FileSlice(os.dup(fd), 100, size)
+    got, err = asyncio.run(_sent([b"head", piece, b"tail"]))
+    assert err is None
+    assert got == b"head" + data[100 : 100 + size] + b"tail"
+    assert piece.fd == -1  # closed once sent
+    os.close(fd)
+
+
+@pytest.mark.parametrize("size", [16_707, 3 * 1024 * 1024])
+def test_a_range_cut_short_is_not_sent_and_fails_the_send(tmp_path: Path, size: int) -> None:
+    path, _ = _file(tmp_path, size)
+    fd = os.open(path, os.O_RDONLY)
+    piece = FileSlice(os.dup(fd), 0, size)
+    os.truncate(path, size // 2)  # retention or a truncation under the send
+    got, err = asyncio.run(_sent([b"head", piece]))
+    assert isinstance(err, ProtocolError) and "truncated" in str(err)
+    assert piece.fd == -1
+    if size < listener.SENDFILE_MIN_BYTES:
+        assert got == b"head"  # read whole or not at all: none of the range went
+    else:
+        assert len(got) < len(b"head") + size
+    os.close(fd)
