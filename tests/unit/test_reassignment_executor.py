@@ -179,9 +179,6 @@ class StepsInMemory:
     async def announce(self) -> None:
         self.calls.append("announce")
 
-    async def wait_for_change(self, timeout_s: float) -> None:
-        return None
-
 
 class OnlyOwnResources:
     """The API server as far as the handler may use it: PartitionReassignments and

@@ -38,11 +38,6 @@ REVERT_READ_PAUSE_S = 0.25
 restores the order (10 s; a later pass cannot do it: the cancel has ended the step)."""
 
 
-IN_FLIGHT_POLL_S = 0.1
-"""How often :meth:`KafkaReassignments.wait_for_change` asks Kafka what is in flight: a step
-Kafka finished is seen within this instead of at the next pass (``reassignment_poll_seconds``
-later; the gap between two batches was up to three of those, bench/kafka_reassignment.py)."""
-
 DIRS_ATTEMPTS = 2
 """DescribeLogDirs tries per broker and pass before the broker counts as not answering."""
 
@@ -329,26 +324,3 @@ class KafkaReassignments:
 
     async def announce(self) -> None:
         """Nothing: Kafka's controller publishes the metadata."""
-
-    async def wait_for_change(self, timeout_s: float) -> None:
-        """ListPartitionReassignments every :data:`IN_FLIGHT_POLL_S` until what Kafka has in
-        flight (any partition, anyone's: a step of another resource ending frees budget)
-        differs from the first answer, or ``timeout_s``. A step that ends between the pass'
-        read and the first answer is seen by the pass after ``timeout_s``, as without this;
-        a failed call sleeps the rest (the next pass reports the cluster)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        try:
-            first = await self._in_flight()
-            while (left := deadline - loop.time()) > 0:
-                await asyncio.sleep(min(IN_FLIGHT_POLL_S, left))
-                if await self._in_flight() != first:
-                    return
-        except KafkaAdminError:
-            await asyncio.sleep(max(deadline - loop.time(), 0.0))
-
-    async def _in_flight(self) -> frozenset[tuple[str, int, tuple[int, ...]]]:
-        return frozenset(
-            (o.topic, o.partition, o.replicas)
-            for o in await self.admin.list_partition_reassignments()
-        )

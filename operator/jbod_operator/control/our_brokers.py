@@ -258,8 +258,6 @@ class OurBrokersReassignments:
         self.ns = namespace
         self.cluster_name = cluster
         self.raw: dict[str, dict[str, Any]] = {}
-        self.isr_changed = ctrl.isr_changed
-        """Taken before the pass: an ISR change during it ends the wait after it at once."""
 
     # -- observe ------------------------------------------------------------------------------
 
@@ -409,11 +407,6 @@ class OurBrokersReassignments:
             ],
         )
         await self._broker(action.broker, "set_configs", lambda c: c.set_configs(cfg))
-
-    async def wait_for_change(self, timeout_s: float) -> None:
-        """A new replica joining an ISR is what a step waits for: the controller records it."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.isr_changed.wait(), timeout_s)
 
     async def announce(self) -> None:
         live = sorted(self.ctrl.live())

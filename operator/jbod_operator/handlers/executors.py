@@ -217,6 +217,3 @@ class UnusableReassignments:
 
     async def announce(self) -> None:
         return None
-
-    async def wait_for_change(self, timeout_s: float) -> None:
-        await asyncio.sleep(timeout_s)

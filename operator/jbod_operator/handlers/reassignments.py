@@ -14,10 +14,11 @@ election or an AlterPartition, and an operator killed anywhere resumes from what
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,8 +64,6 @@ class Outcome:
     active: bool = False
     progressed: bool = False
     """The pass wrote a partition's state of record (a step started, shrunk or ended)."""
-    wait_for_change: Callable[[float], Awaitable[None]] | None = None
-    """The pass' executor's wait for what a step waits on (``ReassignmentExecutor``)."""
 
 
 async def reconcile_reassignment(
@@ -96,9 +95,7 @@ async def reconcile_reassignment(
                 "reassignment pass stopped: an action did not take",
                 extra={"resource": pr.metadata.name, "error": str(e)},
             )
-            return Outcome(
-                pr.status.dump() if pr.status else {}, [], True, wait_for_change=ex.wait_for_change
-            )
+            return Outcome(pr.status.dump() if pr.status else {}, [], True)
     await _write_status(kube, pr, decision)
     if any(isinstance(a, WritePartition) and a.view.adding for a in decision.actions):
         failpoints.hit("reassignment-step-recorded")
@@ -107,7 +104,6 @@ async def reconcile_reassignment(
         list(decision.events),
         decision.active,
         progressed=any(isinstance(a, WritePartition) for a in decision.actions),
-        wait_for_change=ex.wait_for_change,
     )
 
 
@@ -247,13 +243,13 @@ async def follow(ctx: Ctx, body: kopf.Body, stopped: kopf.DaemonStopped, interva
     at once: the next transition (the next batch once a shrink ended a step, a deletion seen
     done) does not wait for anything, and waiting an interval for each of them made an RF 1
     move spend 2.2 s after its new replica was in sync (bench/reassignment.py). Otherwise the
-    next pass comes after ``interval`` or as soon as the executor sees what a step waits for,
-    whichever is first: our brokers' controller records a new replica joining an ISR; on
-    Kafka, what ListPartitionReassignments lists changes (``wait_for_change``).
+    next pass comes after ``interval`` or as soon as the cluster's controller records an ISR
+    change, whichever is first: a new replica joining the ISR is what a step waits for.
     """
     at_once = 0
     while not stopped:
         out: Outcome | None = None
+        isr_changed = _isr_signal(ctx, body)  # taken before the pass: a change during it counts
         if ctx.elector.is_leader:
             try:
                 out = await run_pass(ctx, body)
@@ -273,10 +269,21 @@ async def follow(ctx: Ctx, body: kopf.Body, stopped: kopf.DaemonStopped, interva
             at_once += 1
             continue
         at_once = 0
-        if out is not None and out.wait_for_change is not None:
-            await unless_stopped(out.wait_for_change(interval), stopped)
-        else:
-            await unless_stopped(asyncio.sleep(interval), stopped)
+        await unless_stopped(_next_look(isr_changed, interval), stopped)
+
+
+def _isr_signal(ctx: Ctx, body: kopf.Body) -> asyncio.Event | None:
+    ctrl = ctx.controller_for(body["metadata"]["namespace"], body["spec"]["clusterName"])
+    return ctrl.isr_changed if ctrl is not None else None
+
+
+async def _next_look(isr_changed: asyncio.Event | None, interval: float) -> None:
+    """``interval``, or less when the ISR of a partition of the cluster changed."""
+    if isr_changed is None:
+        await asyncio.sleep(interval)
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(isr_changed.wait(), interval)
 
 
 async def _wait_for_change(ctx: Ctx, body: kopf.Body, interval: float) -> None:

@@ -76,9 +76,6 @@ throttle                   the broker's replication throttle   IncrementalAlterC
                            config                              ``leader/follower.replication
                                                                .throttled.rate|replicas``
 announce                   UpdateMetadata to live brokers      none: Kafka's controller does it
-wait_for_change            the controller's ISR-change event   ListPartitionReassignments,
-                           (a new replica joined an ISR)       polled until what is in flight
-                                                               changes
 =========================  ==================================  ================================
 
 Rebalance (:class:`ClusterSnapshots`): only reads, since its children (LogDirMoves and
@@ -269,11 +266,6 @@ class ReassignmentExecutor(Protocol):
 
     async def announce(self) -> None:
         """After partitions were recorded: every live broker learns the new metadata."""
-        ...
-
-    async def wait_for_change(self, timeout_s: float) -> None:
-        """Between two passes: return as soon as a step in flight may have moved on (so the
-        next pass comes at once), at the latest after ``timeout_s``."""
         ...
 
 
