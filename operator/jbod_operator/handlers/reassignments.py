@@ -88,13 +88,13 @@ async def reconcile_reassignment(
             pr = await _record_first(kube, pr, first)
         try:
             await run_actions(ex, decision.actions)
-        except RecordChanged:
-            return Outcome(pr.status.dump() if pr.status else {}, [], True)
-        except ActionFailed as e:
-            log.warning(
-                "reassignment pass stopped: an action did not take",
-                extra={"resource": pr.metadata.name, "error": str(e)},
-            )
+        except (RecordChanged, ActionFailed) as e:
+            # The pass stops unrecorded; the next one decides again from what is there.
+            if isinstance(e, ActionFailed):
+                log.warning(
+                    "reassignment pass stopped: an action did not take",
+                    extra={"resource": pr.metadata.name, "error": str(e)},
+                )
             return Outcome(pr.status.dump() if pr.status else {}, [], True)
     await _write_status(kube, pr, decision)
     if any(isinstance(a, WritePartition) and a.view.adding for a in decision.actions):
