@@ -342,8 +342,16 @@ async def test_a_move_to_other_brokers_in_batches_within_the_limits(
 
 def at_replicas(kafka: KafkaCluster, topic: str, assignment: dict[int, list[int]]) -> bool:
     """Every partition of ``assignment`` at its replicas, in order, led by the first."""
+    return not away_from(kafka, topic, assignment)
+
+
+def away_from(
+    kafka: KafkaCluster, topic: str, assignment: dict[int, list[int]]
+) -> dict[int, tuple[list[int], int | None]]:
+    """The partitions of ``assignment`` not at its replicas in order led by the first: their
+    replicas and leader as Kafka's Metadata shows them."""
     now = metadata(kafka, topic)
-    return all(now[p] == (reps, reps[0]) for p, reps in assignment.items())
+    return {p: now[p] for p, reps in assignment.items() if now[p] != (reps, reps[0])}
 
 
 async def test_cancel_mid_batch_then_rollback_after_the_end(
@@ -376,12 +384,19 @@ async def test_cancel_mid_batch_then_rollback_after_the_end(
         wait_for, lambda: phase_is(kube, "undo", "Cancelled"), 120, "Cancelled"
     )
     assert st["phase"] == "Cancelled", st
-    await asyncio.to_thread(
-        wait_for,
-        lambda: at_replicas(kafka_jbod, topic, before),
-        60,
-        "the original replicas, in order, with their preferred leaders",
-    )
+    try:
+        await asyncio.to_thread(
+            wait_for,
+            lambda: at_replicas(kafka_jbod, topic, before),
+            60,
+            "the original replicas, in order, with their preferred leaders",
+        )
+    except TimeoutError as e:
+        away = await asyncio.to_thread(away_from, kafka_jbod, topic, before)
+        raise AssertionError(
+            f"{e}: not back (partition: (replicas, leader)): {away}; originals: {before}; "
+            f"status: {json.dumps(status(kube, 'undo'))}"
+        ) from None
     assert (
         await asyncio.to_thread(admin_call, kafka_jbod, lambda a: a.list_partition_reassignments())
         == []

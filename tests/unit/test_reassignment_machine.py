@@ -27,6 +27,7 @@ from jbod_operator.models.reassignment import (
 )
 from jbod_operator.models.reassignment import PartitionPhase as S
 from jbod_operator.models.reassignment import ReassignmentPhase as P
+from jbod_operator.plan import kafka_reassignment as kr
 from jbod_operator.plan import machine
 from jbod_operator.plan import reassignment as plan
 from jbod_operator.plan.conditions import iso
@@ -1118,6 +1119,110 @@ def test_a_cancelled_step_whose_leader_moved_to_a_new_replica_gets_an_original_l
     [out] = writes(d)
     assert out.replicas == (0, 1, 2) and out.leader == 0 and out.isr == (1, 2, 0)
     assert Delete(3, "t", 0) in d.actions
+
+
+def kafka_step(w: World, pr: PartitionReassignment) -> tuple[int, ...]:
+    """T0's step of ``pr``'s first batch as Kafka lists it while it runs: the step's target
+    first, then the replicas leaving. Returns the target."""
+    (entry,) = pr.status.current_batch if pr.status else []
+    pv = w.part(T0)
+    step = tuple(entry.target_brokers)
+    reps = step + tuple(b for b in pv.replicas if b not in step)
+    w.set_part(replace(pv, replicas=reps, dirs=tuple(pv.dir_of(b) for b in reps)))
+    return step
+
+
+def kafka_revert(w: World) -> None:
+    """Kafka's revert of T0's step (a null target): the replicas it lists without the new
+    ones, in its order; the leader kept; nothing in flight; the new replica deleted."""
+    pv = w.part(T0)
+    back = tuple(b for b in pv.replicas if b not in pv.adding)
+    for b in pv.adding:
+        for held in w.held[b].values():
+            held.pop(T0, None)
+    w.set_part(
+        replace(
+            pv,
+            replicas=back,
+            dirs=tuple(pv.dir_of(b) for b in back),
+            isr=tuple(b for b in pv.isr if b in back),
+            adding=(),
+            removing=(),
+            target=(),
+            reassigned_by=None,
+        )
+    )
+
+
+def write_actions(d: Decision) -> list[WritePartition]:
+    return [a for a in d.actions if isinstance(a, WritePartition)]
+
+
+def test_a_cancel_on_kafka_puts_back_the_order_kafka_s_revert_changed() -> None:
+    """Kafka lists a step in flight as its target then the replicas leaving, so ``(0, 1, 2)``
+    stepping to ``(1, 2, 3)`` reads ``(1, 2, 3, 0)``, and its revert leaves ``(1, 2, 0)``.
+    The cancel writes the order recorded in the batch entry; the next pass, seeing Kafka's
+    order, writes the reorder (a target with nothing in flight, which ``kafka_reassignment``
+    submits) with the first replica as leader; the cancel ends once the record shows both."""
+    w = world()
+    pr = started(w, reassign([("t", 0, [1, 2, 3])]))
+    step = kafka_step(w, pr)
+    assert step[0] != 0 and w.part(T0).replicas[:3] == step
+    seen = w.part(T0)
+    pr, d = w.step(with_spec(pr, cancel=True))
+    (out,) = writes(d)
+    assert out.replicas == (0, 1, 2) and out.leader == 0 and out.removing == (3,)
+    assert kr.submit(write_actions(d), {T0: seen}).cancels == (T0,)
+    w.set_part(seen)
+    kafka_revert(w)
+    assert w.part(T0).replicas == (1, 2, 0) and w.part(T0).leader == 0
+    seen = w.part(T0)
+    pr, d = w.step(pr)
+    (out,) = writes(d)
+    assert (out.replicas, out.leader, out.adding, out.removing) == ((0, 1, 2), 0, (), ())
+    assert Tell("t", 0, frozenset({0, 1, 2})) in d.actions
+    assert kr.submit(write_actions(d), {T0: seen}).targets == {T0: (0, 1, 2)}
+    assert state_of(d, T0) == S.REMOVING and d.status.phase == P.CANCELLING
+    assert detail(d, T0).message == "cancelled: putting the replicas back in their order [0, 1, 2]"
+    pr, d = w.step(pr)  # the reorder applied: the cancel ends
+    assert d.status.phase == P.CANCELLED and writes(d) == []
+    assert w.part(T0).replicas == (0, 1, 2) and w.part(T0).leader == 0
+
+
+def test_after_a_cancel_on_kafka_the_first_replica_is_elected_and_a_lagging_read_waits() -> None:
+    """Kafka's revert keeps the leader it had; when that is not the first replica (a
+    failover mid-step) the next passes elect the first one once it is in sync and live. A
+    Metadata read that still lists the new replica with nothing in flight (a broker's cache
+    behind the controller) waits, Cancelling, instead of ending the cancel on it."""
+    w = world()
+    pr = started(w, reassign([("t", 0, [0, 1, 3])]))
+    kafka_step(w, pr)
+    seen = w.part(T0)
+    pr, _ = w.step(with_spec(pr, cancel=True))
+    w.set_part(replace(seen, adding=(), removing=(), target=(), reassigned_by=None))
+    pr, d = w.step(pr)  # the revert not in this read yet
+    assert writes(d) == [] and state_of(d, T0) == S.REMOVING
+    assert d.status.phase == P.CANCELLING
+    assert detail(d, T0).message == "cancelled: waiting for brokers [3] to leave"
+    w.set_part(seen)
+    kafka_revert(w)
+    w.set_part(replace(w.part(T0), leader=1, isr=(1, 2)))
+    pr, d = w.step(pr)  # 0 out of the ISR: it leads again once it is back in
+    assert writes(d) == [] and state_of(d, T0) == S.REMOVING
+    assert (
+        detail(d, T0).message == "cancelled: waiting for broker 0 to rejoin the ISR to lead again"
+    )
+    w.set_part(replace(w.part(T0), isr=(1, 2, 0)))
+    seen = w.part(T0)
+    pr, d = w.step(pr)
+    (out,) = writes(d)
+    assert (out.replicas, out.leader) == ((0, 1, 2), 0)
+    assert kr.to_elect([T0], {T0: out}, {T0: seen}) == [T0]
+    assert (
+        detail(d, T0).message == "cancelled: electing broker 0, its first replica, as leader again"
+    )
+    _, d = w.step(pr)
+    assert d.status.phase == P.CANCELLED and writes(d) == []
 
 
 def test_a_step_is_not_undone_when_only_its_new_replicas_are_in_sync() -> None:

@@ -5,8 +5,8 @@ Kafka's controller executes each step; this adapter reads Kafka's metadata and i
 reassignments as the partition state of record (``plan.kafka_reassignment`` maps them, pure),
 and turns what the plan writes into Admin API requests: a step's new replicas' dirs named with
 AlterReplicaLogDirs, then AlterPartitionReassignments to the step's target; a cancelled step a
-null target, then the replica order Kafka's revert may have changed put back and the preferred
-leader elected; ElectLeaders PREFERRED where the plan elects the first replica; the throttles
+null target (the replica order Kafka's revert may have changed is put back by the plan's next
+passes, as a reorder); ElectLeaders PREFERRED where the plan elects the first replica; the throttles
 as IncrementalAlterConfigs on the live brokers and the moving topics. Kafka deletes the
 dropped replicas and tells its brokers itself, so :meth:`delete` and :meth:`announce` do
 nothing. Every request is idempotent, so a pass repeated after an operator restart repeats
@@ -19,24 +19,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
 from ..models import PartitionReassignment
 from ..plan import kafka_reassignment as kr
 from ..plan.execution import ActionFailed, ClusterSeen, ClusterUnusable, PartitionsSeen
 from ..plan.kafka_dirs import cluster_size_of, kafka_broker_dirs
-from ..plan.kafka_types import ClusterDescription, ConfigKind, PartitionMetadata
+from ..plan.kafka_types import ClusterDescription, ConfigKind
 from ..plan.logdirmove import BrokerDirs
 from ..plan.reassignment import TP, Delete, PartView, PreferDir, Tell, Throttle, WritePartition
 
 log = logging.getLogger(__name__)
-
-REVERT_READS = 40
-REVERT_READ_PAUSE_S = 0.25
-"""How long a cancel waits, at most, for the Metadata read to show Kafka's revert before it
-restores the order (10 s; a later pass cannot do it: the cancel has ended the step)."""
-
 
 DIRS_ATTEMPTS = 2
 """DescribeLogDirs tries per broker and pass before the broker counts as not answering."""
@@ -206,47 +200,19 @@ class KafkaReassignments:
                     },
                 )
 
-    async def _cancel(self, wanted: Mapping[TP, tuple[int, ...]]) -> None:
-        """Null targets (Kafka reverts each step to the replicas before it), then each
-        partition's order as it was before the step where the revert changed it, and its
-        preferred leader where that is not the leader."""
-        await self._reassign(dict.fromkeys(wanted))
-        topics = sorted({t for t, _ in wanted})
-        now: dict[TP, PartitionMetadata] = {}
-        reads = 0
-        for reads in range(1, REVERT_READS + 1):  # noqa: B007 - the count is logged
-            # Metadata comes from a broker's cache, which may lag the controller's revert.
-            now = {
-                (t.name, p.partition): p
-                for t in await self.admin.describe_topics(topics)
-                for p in t.partitions
-            }
-            if all(k in now and set(now[k].replicas) == set(v) for k, v in wanted.items()):
-                break
-            await asyncio.sleep(REVERT_READ_PAUSE_S)
-        reorder = {
-            k: list(v)
-            for k, v in wanted.items()
-            if k in now and now[k].replicas != v and set(now[k].replicas) == set(v)
-        }
-        unseen = sorted(
-            k for k, v in wanted.items() if k not in now or set(now[k].replicas) != set(v)
-        )
+    async def _cancel(self, keys: Sequence[TP]) -> None:
+        """Null targets: Kafka reverts each step to the replicas before it. The order the
+        revert leaves and the leader are the plan's to check on the next passes, which write
+        a reorder (a target with nothing in flight) and elect where they differ: a read made
+        here could lag the revert, and a cancel that ended with the pass could not retry."""
+        await self._reassign(dict.fromkeys(keys))
         log.info(
             "steps cancelled on Kafka",
             extra={
                 "event": "reassignment_cancelled_steps",
-                "partitions": [f"{t}-{p}" for t, p in sorted(wanted)],
-                "reordered": [f"{t}-{p}" for t, p in sorted(reorder)],
-                "revert_not_seen": [f"{t}-{p}" for t, p in unseen],
-                "metadata_reads": reads,
+                "partitions": [f"{t}-{p}" for t, p in sorted(keys)],
             },
         )
-        if reorder:
-            await self._reassign(dict(reorder))
-        # Asked for every one: Kafka's controller judges against its own state (a read may
-        # lag), and one already led by its first replica answers ELECTION_NOT_NEEDED.
-        await self._elect(sorted(wanted))
 
     async def _alter_dirs(self, dirs: dict[tuple[str, int, int], str]) -> None:
         try:

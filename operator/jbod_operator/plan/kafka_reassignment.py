@@ -127,16 +127,17 @@ class Submit:
     """AlterReplicaLogDirs before the steps are submitted: each new replica's named dir."""
     targets: Mapping[TP, tuple[int, ...]] = field(default_factory=dict)
     """AlterPartitionReassignments: steps started, reorders, replicas dropped."""
-    cancels: Mapping[TP, tuple[int, ...]] = field(default_factory=dict)
-    """AlterPartitionReassignments with a null target, and the replica order to restore
-    after it (Kafka's revert may put ``[2, 1]`` back as ``[1, 2]``)."""
+    cancels: tuple[TP, ...] = ()
+    """AlterPartitionReassignments with a null target. Kafka's revert may put ``[2, 1]``
+    back as ``[1, 2]``: the plan's next passes restore the order and the preferred leader
+    from what they read (``plan.reassignment._after_revert``), as writes of their own."""
 
 
 def submit(writes: Sequence[WritePartition], seen: Mapping[TP, PartView]) -> Submit:
     """What each written entry asks of Kafka, against the entry as read (``seen``)."""
     dirs: dict[ReplicaKey, str] = {}
     targets: dict[TP, tuple[int, ...]] = {}
-    cancels: dict[TP, tuple[int, ...]] = {}
+    cancels: list[TP] = []
     for w in writes:
         v = w.view
         before = seen.get(v.key)
@@ -154,10 +155,10 @@ def submit(writes: Sequence[WritePartition], seen: Mapping[TP, PartView]) -> Sub
             # In flight on Kafka: a cancel undoes it (the replicas as before the step); a
             # shrink is Kafka's own doing once the new replicas are in sync.
             if set(v.replicas) == set(before.replicas) - set(before.adding):
-                cancels[v.key] = v.replicas
+                cancels.append(v.key)
         elif v.replicas != before.replicas:
             targets[v.key] = v.replicas
-    return Submit(dirs, targets, cancels)
+    return Submit(dirs, targets, tuple(cancels))
 
 
 def to_elect(

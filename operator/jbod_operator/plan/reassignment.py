@@ -710,6 +710,12 @@ def _follow(
             after = _shrink(p, tv, pv, goal)
         else:
             after = _catching_up(p, tv, pv, goal)
+    elif (
+        cancelling
+        and before == PState.REMOVING
+        and (restored := _after_revert(p, tv, pv, goal, prev.get(key))) is not None
+    ):
+        after = restored
     elif not cancelling and before in IN_FLIGHT and _elect_preferred(p, pv, pv.replicas[0]):
         # A step that ended with another leader than its first replica (on Kafka the leader
         # stays when it is kept): the step ends once that replica leads, as a shrink elects
@@ -837,7 +843,7 @@ def _revert_step(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PState:
     among the in-sync replicas, new ones included, so a caught-up new replica may lead when
     the old leader died mid-step. Then the first original replica in sync leads (the
     original preferred leader when it is), as :func:`reassignment_steps.cancel_step` says."""
-    back = tuple(b for b in pv.replicas if b not in pv.adding)
+    back = _order_before_step(p, pv)
     isr = tuple(b for b in pv.isr if b in back)
     leader = pv.leader if pv.leader in isr else next((b for b in back if b in isr), NO_LEADER)
     out = replace(
@@ -855,6 +861,71 @@ def _revert_step(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PState:
     p.write(tv, out)
     _tell_shrunk(p, pv, out)
     msg = f"cancelled: deleting the new replicas on brokers {list(out.removing)}"
+    _detail(p, pv.key, out, goal, msg, PState.REMOVING)
+    return PState.REMOVING
+
+
+def _order_before_step(p: _Pass, pv: PartView) -> tuple[int, ...]:
+    """The replicas a cancelled step goes back to, in their order before it: the batch
+    entry's, recorded when the step started. The entry in flight does not always keep that
+    order: on Kafka it is the step's target first, then the replicas leaving, so ``[2, 1]``
+    stepping to ``[1, 3]`` reads ``[1, 3, 2]``, and the replicas without the new one
+    (``[1, 2]``, what Kafka's revert leaves) are not the order to restore. Without an entry
+    (a batch adopted after a crash) the replicas without the new ones are all there is."""
+    left = tuple(b for b in pv.replicas if b not in pv.adding)
+    for e in p.status.current_batch:
+        if (e.topic, e.partition) == pv.key and sorted(e.current_brokers) == sorted(left):
+            return tuple(e.current_brokers)
+    return left
+
+
+def _after_revert(
+    p: _Pass, tv: TopicView, pv: PartView, goal: Goal, last: PartitionStatus | None
+) -> PState | None:
+    """A partition the last pass of a cancel left Removing, with nothing of its own in flight:
+    once its replicas are the ones recorded (``last.replicas``), their order and the preferred
+    leader are put back where they differ, one write a pass until the record shows both
+    (Removing meanwhile, so the cancel does not end before). On Kafka the controller undoes a
+    cancelled step by itself and may leave the replicas in another order (issue 22); the
+    leader it keeps is not always the first. A read that still lists replicas the revert
+    drops (Metadata from a broker's cache lags the controller) waits, and so does a first
+    replica that is live but out of the ISR (it leads again once it is back; a dead one is
+    not waited for). None when there is nothing to restore: the partition goes on as any
+    other (a replica set someone else changed since is not ours to reorder)."""
+    if last is None or last.state != PState.REMOVING or not last.replicas or pv.in_step:
+        return None
+    if pv.reassigned_by == p.name and pv.deleting:
+        return None  # our brokers: the dropped replicas are still being deleted
+    back = tuple(last.replicas)
+    if set(pv.replicas) != set(back):
+        if not set(back) < set(pv.replicas):
+            return None
+        msg = f"cancelled: waiting for brokers {sorted(set(pv.replicas) - set(back))} to leave"
+        _detail(p, pv.key, replace(pv, replicas=back), goal, msg, PState.REMOVING)
+        return PState.REMOVING
+    first = back[0]
+    lead = first in pv.isr and first in p.obs.live
+    if pv.replicas != back:
+        out = replace(
+            pv,
+            replicas=back,
+            dirs=tuple(pv.dir_of(b) for b in back),
+            leader=first if lead else pv.leader,
+            reassigned_by=None,
+            target=(),
+        )
+        msg = f"cancelled: putting the replicas back in their order {list(back)}"
+    elif _elect_preferred(p, pv, first):
+        out = _preferred(pv)
+        msg = f"cancelled: electing broker {first}, its first replica, as leader again"
+    elif pv.leader != first and first in p.obs.live:
+        msg = f"cancelled: waiting for broker {first} to rejoin the ISR to lead again"
+        _detail(p, pv.key, pv, goal, msg, PState.REMOVING)
+        return PState.REMOVING
+    else:
+        return None
+    p.write(tv, out)
+    p.actions.append(Tell(pv.topic, pv.partition, _live_of(p, out)))
     _detail(p, pv.key, out, goal, msg, PState.REMOVING)
     return PState.REMOVING
 
