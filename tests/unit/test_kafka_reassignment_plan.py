@@ -74,6 +74,23 @@ def test_partitions_in_flight_are_ours_only_when_the_status_lists_their_target()
     assert read.topics["t"].min_isr == 2
 
 
+def test_a_step_kafka_ended_whose_isr_metadata_does_not_show_yet_is_still_catching_up() -> None:
+    """Kafka ends a step only with every target replica in the ISR; a broker's metadata cache
+    may list the target replicas before that ISR. The entry stays in its step until the ISR
+    shows, so no pass plans the next step from the old ISR and leader."""
+    mine = {("t", 0): [4, 2, 1]}
+    stale = [topic("t", (0, (4, 2, 1), 2, (2, 1)))]
+    p0 = kr.read_partitions("pr", ["t"], stale, [], mine, {}, {}, {}).topics["t"].partitions[0]
+    assert (p0.adding, p0.target, p0.reassigned_by) == ((4,), (4, 2, 1), "pr") and p0.in_step
+    fresh = [topic("t", (0, (4, 2, 1), 2, (2, 1, 4)))]
+    p0 = kr.read_partitions("pr", ["t"], fresh, [], mine, {}, {}, {}).topics["t"].partitions[0]
+    assert (p0.adding, p0.target, p0.reassigned_by) == ((), (), None) and not p0.in_step
+    # A step the status lists that Kafka never ran (the replicas are not the target's): as is.
+    never = [topic("t", (0, (2, 1), 2, (2, 1)))]
+    p0 = kr.read_partitions("pr", ["t"], never, [], mine, {}, {}, {}).topics["t"].partitions[0]
+    assert not p0.in_step
+
+
 def test_a_step_submitted_before_a_crash_is_adopted_within_the_resource_s_brokers() -> None:
     meta = [topic("t", (0, (3, 1, 2), 1, (1, 2)))]
     ongoing = [OngoingReassignment("t", 0, (3, 1, 2), adding=(3,), removing=(1,))]

@@ -94,6 +94,18 @@ def read_partitions(
             replicas = ongo.replicas if ongo is not None else p.replicas
             removing = ongo.removing if ongo is not None else ()
             target = tuple(b for b in replicas if b not in removing) if ongo is not None else ()
+            adding = tuple(ongo.adding) if ongo is not None else ()
+            ours = ongo is not None and key not in claims
+            step = tuple(mine.get(key, ()))
+            if ongo is None and step and set(p.replicas) == set(step):
+                late = tuple(b for b in step if b not in p.isr)
+                if late:
+                    # Kafka ended this resource's step (it is no longer in flight), which it
+                    # does only once every target replica is in the ISR; this Metadata came
+                    # from a broker's cache without that ISR yet. Read as still catching up,
+                    # so no pass plans the next step from the old ISR and leader (a pass
+                    # right after the step ended planned a leader movement from them).
+                    adding, target, ours = late, tuple(p.replicas), True
             parts[p.partition] = PartView(
                 topic=t.name,
                 partition=p.partition,
@@ -103,10 +115,10 @@ def read_partitions(
                 leader_epoch=0,
                 isr=tuple(p.isr),
                 partition_epoch=0,
-                adding=tuple(ongo.adding) if ongo is not None else (),
+                adding=adding,
                 removing=tuple(removing),
                 target=target,
-                reassigned_by=name if ongo is not None and key not in claims else None,
+                reassigned_by=name if ours else None,
             )
         views[t.name] = TopicView(
             resource=t.name, name=t.name, min_isr=min_isr.get(t.name, 1), partitions=parts

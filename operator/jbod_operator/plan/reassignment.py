@@ -108,6 +108,10 @@ ACTIVE_PHASES = frozenset(
     {Phase.PENDING, Phase.RUNNING, Phase.PAUSED, Phase.CANCELLING, Phase.ROLLING_BACK}
 )
 IN_FLIGHT = frozenset({PState.ADDING, PState.REMOVING})
+REVERT_SHOWN_WITHIN_S = 30.0
+"""How long a cancel waits for a read to stop listing the replicas a revert drops before it
+takes the read as it is (Metadata lags Kafka's controller by well under a second; a step Kafka
+had already ended when the cancel came never drops them)."""
 TROUBLE = frozenset({PState.WAITING})
 
 
@@ -716,10 +720,13 @@ def _follow(
         and (restored := _after_revert(p, tv, pv, goal, prev.get(key))) is not None
     ):
         after = restored
-    elif not cancelling and before in IN_FLIGHT and _elect_preferred(p, pv, pv.replicas[0]):
+    elif (cancelling or before in IN_FLIGHT) and _elect_preferred(p, pv, pv.replicas[0]):
         # A step that ended with another leader than its first replica (on Kafka the leader
         # stays when it is kept): the step ends once that replica leads, as a shrink elects
-        # it, so the next batch starts from the leaders the planner counts on.
+        # it, so the next batch starts from the leaders the planner counts on. A cancel ends
+        # with every partition led by its first replica where that one can lead (one a
+        # failover moved while the steps ran included): what the user stopped is left as
+        # it was, preferred leaders and all.
         p.write(tv, _preferred(pv))
         p.actions.append(Tell(pv.topic, pv.partition, _live_of(p, pv)))
         msg = f"electing broker {pv.replicas[0]}, its first replica, as leader"
@@ -888,7 +895,9 @@ def _after_revert(
     (Removing meanwhile, so the cancel does not end before). On Kafka the controller undoes a
     cancelled step by itself and may leave the replicas in another order (issue 22); the
     leader it keeps is not always the first. A read that still lists replicas the revert
-    drops (Metadata from a broker's cache lags the controller) waits, and so does a first
+    drops (Metadata from a broker's cache lags the controller) waits, up to
+    :data:`REVERT_SHOWN_WITHIN_S` (a step Kafka had ended just before the cancel keeps them:
+    the partition then goes on from where it is, as a kept step), and so does a first
     replica that is live but out of the ISR (it leads again once it is back; a dead one is
     not waited for). None when there is nothing to restore: the partition goes on as any
     other (a replica set someone else changed since is not ours to reorder)."""
@@ -898,7 +907,8 @@ def _after_revert(
         return None  # our brokers: the dropped replicas are still being deleted
     back = tuple(last.replicas)
     if set(pv.replicas) != set(back):
-        if not set(back) < set(pv.replicas):
+        waited = p.obs.now - parse_iso(last.since, p.obs.now) if last.since else 0.0
+        if not set(back) < set(pv.replicas) or waited > REVERT_SHOWN_WITHIN_S:
             return None
         msg = f"cancelled: waiting for brokers {sorted(set(pv.replicas) - set(back))} to leave"
         _detail(p, pv.key, replace(pv, replicas=back), goal, msg, PState.REMOVING)
