@@ -118,8 +118,12 @@ async def _scenario(admin: KafkaAdmin, kafka: KafkaCluster) -> None:
     # A throttled step on partition 0: throttles first (as the handler orders them), then the
     # step, its new replica's dir named before it is submitted.
     async with ex.serialized():
-        await ex.throttle(Throttle(2, 1024, frozenset({(TOPIC, 0)}), frozenset()))
-        await ex.throttle(Throttle(3, 1024, frozenset(), frozenset({(TOPIC, 0)})))
+        await ex.throttle(
+            [
+                Throttle(2, 1024, frozenset({(TOPIC, 0)}), frozenset()),
+                Throttle(3, 1024, frozenset(), frozenset({(TOPIC, 0)})),
+            ]
+        )
         step = replace(
             pv0,
             replicas=(2, 1, 3),
@@ -171,9 +175,9 @@ async def _scenario(admin: KafkaAdmin, kafka: KafkaCluster) -> None:
     await wait_until(as_before, "partition 0 back at [2, 1] led by 2 in Metadata")
 
     # Lifted: every throttle config of the pass deleted.
-    ex.throttles = []
-    await ex.throttle(Throttle(2, 0, frozenset(), frozenset()))
-    await ex.throttle(Throttle(3, 0, frozenset(), frozenset()))
+    await ex.throttle(
+        [Throttle(2, 0, frozenset(), frozenset()), Throttle(3, 0, frozenset(), frozenset())]
+    )
     assert await throttles(admin) == {}
 
     # An unthrottled step on partition 1 to broker 4, dir "1": Kafka ends it, the new replica

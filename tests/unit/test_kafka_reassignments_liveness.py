@@ -82,6 +82,45 @@ def test_a_throttle_kafka_did_not_take_stops_the_pass_after_the_other_calls() ->
     ex = KafkaReassignments(admin, asyncio.Lock(), "k")  # type: ignore[arg-type]
     ex.topics = ("t",)
     with pytest.raises(ActionFailed, match="broker 2"):
-        asyncio.run(ex.throttle(Throttle(2, 0, frozenset(), frozenset({("t", 0)}))))
+        asyncio.run(ex.throttle([Throttle(2, 0, frozenset(), frozenset({("t", 0)}))]))
     assert [name for _, name in admin.calls] == ["2", "t"]
-    asyncio.run(ex.throttle(Throttle(1, 0, frozenset({("t", 0)}), frozenset())))  # no raise
+    asyncio.run(ex.throttle([Throttle(1, 0, frozenset({("t", 0)}), frozenset())]))  # no raise
+
+
+class RecordingConfigs:
+    """IncrementalAlterConfigs recorded with its changes."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, str | None]]] = []
+
+    async def incremental_alter_configs(
+        self, kind: object, name: str, changes: dict[str, str | None]
+    ) -> None:
+        self.calls.append((name, dict(changes)))
+
+
+def test_a_topic_s_throttled_replicas_are_written_once_from_all_of_the_pass_throttles() -> None:
+    """Written one broker's throttle at a time, the topic's lists first dropped the new
+    followers the last pass had listed (the leader's throttle came first) and put them back
+    a call later: every pass let the followers fetch unthrottled for a moment, and a step
+    meant to copy at 16 KiB/s caught up in seconds (e2e (d) saw its cancel come too late).
+    Now each broker's rates, then each topic once, from the whole set, and nothing when the
+    topic already has those lists."""
+    admin = RecordingConfigs()
+    ex = KafkaReassignments(admin, asyncio.Lock(), "k")  # type: ignore[arg-type]
+    ex.topics = ("t",)
+    pass_throttles = [
+        Throttle(1, 16384, frozenset({("t", 0)}), frozenset()),
+        Throttle(2, 16384, frozenset({("t", 1)}), frozenset()),
+        Throttle(3, 16384, frozenset(), frozenset({("t", 0)})),
+        Throttle(4, 16384, frozenset(), frozenset({("t", 1)})),
+    ]
+    asyncio.run(ex.throttle(pass_throttles))
+    assert [name for name, _ in admin.calls] == ["1", "2", "3", "4", "t"]
+    assert admin.calls[-1][1] == {
+        "leader.replication.throttled.replicas": "0:1,1:2",
+        "follower.replication.throttled.replicas": "0:3,1:4",
+    }
+    admin.calls.clear()
+    asyncio.run(ex.throttle(pass_throttles))  # the next pass: the same lists, not rewritten
+    assert [name for name, _ in admin.calls] == ["1", "2", "3", "4"]

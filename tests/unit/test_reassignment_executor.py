@@ -171,10 +171,11 @@ class StepsInMemory:
             for held in self.held[a.broker].values():
                 held.pop((a.topic, a.partition), None)
 
-    async def throttle(self, action: Throttle) -> None:
+    async def throttle(self, actions: Sequence[Throttle]) -> None:
         self.calls.append("throttle")
-        self.throttles[action.broker] = action
-        self.rates_set.add(action.rate)
+        for action in actions:
+            self.throttles[action.broker] = action
+            self.rates_set.add(action.rate)
 
     async def announce(self) -> None:
         self.calls.append("announce")
@@ -277,11 +278,12 @@ class LiftFailsOnce(StepsInMemory):
         super().__init__()
         self.failed = False
 
-    async def throttle(self, action: Throttle) -> None:
-        if action.rate == 0 and not action.leader_replicas and not self.failed:
-            self.failed = True
-            raise execution.ActionFailed(f"throttle not set: broker {action.broker}")
-        await super().throttle(action)
+    async def throttle(self, actions: Sequence[Throttle]) -> None:
+        for action in actions:
+            if action.rate == 0 and not action.leader_replicas and not self.failed:
+                self.failed = True
+                raise execution.ActionFailed(f"throttle not set: broker {action.broker}")
+        await super().throttle(actions)
 
 
 def test_a_throttle_lift_that_failed_at_the_end_is_tried_again_before_the_end_is_recorded() -> None:

@@ -395,7 +395,11 @@ class OurBrokersReassignments:
             )
             await self._broker(b, "stop_replica", lambda c, r=req: c.stop_replica(r))
 
-    async def throttle(self, action: Throttle) -> None:
+    async def throttle(self, actions: Sequence[Throttle]) -> None:
+        for action in actions:
+            await self._throttle(action)
+
+    async def _throttle(self, action: Throttle) -> None:
         cfg = wire.ThrottleConfig(
             leader_replication_throttled_rate=action.rate,
             follower_replication_throttled_rate=action.rate,

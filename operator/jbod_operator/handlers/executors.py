@@ -212,7 +212,7 @@ class UnusableReassignments:
     async def delete(self, deletes: Sequence[Delete]) -> None:
         return None
 
-    async def throttle(self, action: Throttle) -> None:
+    async def throttle(self, actions: Sequence[Throttle]) -> None:
         return None
 
     async def announce(self) -> None:

@@ -175,9 +175,9 @@ async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> No
     Kafka, writing the step is submitting it, and its new replicas start fetching at once
     (Kafka's own tool sets the throttles before it executes too)."""
     actions = list(actions)
-    for a in actions:
-        if isinstance(a, Throttle):
-            await ex.throttle(a)
+    throttles = [a for a in actions if isinstance(a, Throttle)]
+    if throttles:
+        await ex.throttle(throttles)
     writes = [a for a in actions if isinstance(a, WritePartition)]
     await ex.write_partitions(writes)
     if any(w.view.adding for w in writes):

@@ -260,8 +260,10 @@ class ReassignmentExecutor(Protocol):
         """Delete the dropped replicas (best effort)."""
         ...
 
-    async def throttle(self, action: Throttle) -> None:
-        """Set (rate 0 and empty sets: lift) one broker's replication throttle."""
+    async def throttle(self, actions: Sequence[Throttle]) -> None:
+        """Set (rate 0 and empty sets: lift) the replication throttles of the pass: one per
+        broker, all together, so that state shared between brokers (Kafka's per-topic lists
+        of throttled replicas) is written once from the whole set, never from part of it."""
         ...
 
     async def announce(self) -> None:
