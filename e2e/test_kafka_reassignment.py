@@ -59,10 +59,10 @@ BALLAST = 1024 * 1024
 """Bytes written to each partition before a move, so a throttled step lasts seconds."""
 CANCEL_BALLAST = 5 * 1024 * 1024
 """The cancelled topic's: a cancel must land while its first steps copy, however slow the
-machine. Kafka's throttle lets a new replica's first fetch take a whole
-``replica.fetch.max.bytes`` (1 MiB) and then holds it until that sample leaves the quota's
-11 s window, so a throttled step copies about 1 MiB per 11 s whatever the rate: 1 MiB ended
-the steps before a cancel that took the test and the operator over 11 s on a loaded machine."""
+machine. A new replica's first fetch may take a whole ``replica.fetch.max.bytes`` (1 MiB)
+before Kafka's quota holds it back, so 1 MiB could end a step before a slow cancel. (Steps
+also used to end within seconds because each pass rewrote the topic's throttled-replica lists
+one broker at a time, dropping the followers between two calls: now written once per pass.)"""
 THROTTLE = 512 * 1024
 """bytes/s per broker: each step's new replica copies its partition in about 2 s."""
 THROTTLE_KEYS = {
