@@ -894,7 +894,8 @@ def _after_revert(
     leader are put back where they differ, one write a pass until the record shows both
     (Removing meanwhile, so the cancel does not end before). On Kafka the controller undoes a
     cancelled step by itself and may leave the replicas in another order (issue 22); the
-    leader it keeps is not always the first. A read that still lists replicas the revert
+    leader it keeps is not always the first (:func:`_follow` elects the first replica of
+    every partition a cancel leaves, this one included). A read that still lists replicas the revert
     drops (Metadata from a broker's cache lags the controller) waits, up to
     :data:`REVERT_SHOWN_WITHIN_S` (a step Kafka had ended just before the cancel keeps them:
     the partition then goes on from where it is, as a kept step), and so does a first
@@ -914,8 +915,8 @@ def _after_revert(
         _detail(p, pv.key, replace(pv, replicas=back), goal, msg, PState.REMOVING)
         return PState.REMOVING
     first = back[0]
-    lead = first in pv.isr and first in p.obs.live
     if pv.replicas != back:
+        lead = first in pv.isr and first in p.obs.live
         out = replace(
             pv,
             replicas=back,
@@ -924,20 +925,16 @@ def _after_revert(
             reassigned_by=None,
             target=(),
         )
+        p.write(tv, out)
+        p.actions.append(Tell(pv.topic, pv.partition, _live_of(p, out)))
         msg = f"cancelled: putting the replicas back in their order {list(back)}"
-    elif _elect_preferred(p, pv, first):
-        out = _preferred(pv)
-        msg = f"cancelled: electing broker {first}, its first replica, as leader again"
-    elif pv.leader != first and first in p.obs.live:
+        _detail(p, pv.key, out, goal, msg, PState.REMOVING)
+        return PState.REMOVING
+    if pv.leader != first and first in p.obs.live and first not in pv.isr:
         msg = f"cancelled: waiting for broker {first} to rejoin the ISR to lead again"
         _detail(p, pv.key, pv, goal, msg, PState.REMOVING)
         return PState.REMOVING
-    else:
-        return None
-    p.write(tv, out)
-    p.actions.append(Tell(pv.topic, pv.partition, _live_of(p, out)))
-    _detail(p, pv.key, out, goal, msg, PState.REMOVING)
-    return PState.REMOVING
+    return None  # the preferred leader, if it is not leading, is elected as for any partition
 
 
 def _revertible(pv: PartView) -> bool:
