@@ -26,6 +26,7 @@ import os
 import re
 import ssl
 import tempfile
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -63,6 +64,9 @@ from ..plan.kafka_types import (
 T = TypeVar("T")
 
 PREFERRED_ELECTION = 0
+CONFIG_REWRITE_S = 30.0
+"""How long :meth:`KafkaAdmin.ensure_configs` takes a config this client wrote as still set:
+after that it writes it again, so a change made by someone else is undone within this time."""
 """ElectLeaders' election type for the preferred (first) replica."""
 
 # AlterConfigs answers each resource with "OK" or the text of Kafka's error class, e.g.
@@ -196,11 +200,15 @@ class KafkaAdmin:
         connection: KafkaConnection,
         *,
         factory: Callable[..., Any] = _ClosingAdminClient,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.connection = connection
         self._factory = factory
+        self._clock = clock
         self._client: Any = None
         self._lock = asyncio.Lock()
+        self._written: dict[tuple[ConfigKind, str, str], tuple[str | None, float]] = {}
+        """What :meth:`ensure_configs` wrote and Kafka took: (kind, name, key) → (value, when)."""
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -229,8 +237,11 @@ class KafkaAdmin:
             return await asyncio.to_thread(run)
 
     def _drop_client(self) -> None:
-        """Close the client (blocking: on the calling thread); the next call starts another."""
+        """Close the client (blocking: on the calling thread); the next call starts another.
+        What it wrote is no longer taken as set: a client dropped after a failure may have
+        been talking to a cluster that changed under it."""
         client, self._client = self._client, None
+        self._written.clear()
         if client is not None:
             client.close()
 
@@ -372,6 +383,34 @@ class KafkaAdmin:
             for key, value in changes.items()
         }
         await self._alter_one(kind, name, configs)
+
+    async def ensure_configs(
+        self, kind: ConfigKind, name: str, changes: Mapping[str, str | None]
+    ) -> None:
+        """:meth:`incremental_alter_configs` of only the ``changes`` this client has not
+        written, with Kafka taking them, in the last :data:`CONFIG_REWRITE_S`; no request
+        when that leaves none.
+
+        For configs a controller sets on every pass (a reassignment's throttle rates on each
+        broker involved): each write goes through Kafka's controller and cost 40-400 ms on a
+        loaded machine, more than half of a reassignment pass on Kafka, and so most of the
+        time between one batch ending and the next starting (bench/kafka_reassignment.py).
+        A failed write is not remembered, so the next call writes it again."""
+        now = self._clock()
+        due = {
+            key: value
+            for key, value in changes.items()
+            if not self._fresh((kind, name, key), value, now)
+        }
+        if not due:
+            return
+        await self.incremental_alter_configs(kind, name, due)
+        for key, value in due.items():
+            self._written[(kind, name, key)] = (value, now)
+
+    def _fresh(self, at: tuple[ConfigKind, str, str], value: str | None, now: float) -> bool:
+        written = self._written.get(at)
+        return written is not None and written[0] == value and now - written[1] < CONFIG_REWRITE_S
 
     async def describe_configs(
         self, kind: ConfigKind, name: str, keys: Iterable[str] | None = None

@@ -322,7 +322,9 @@ class KafkaLogDirMoves:
 
     async def set_throttle(self, action: SetThrottle) -> None:
         """On live brokers only (KAFKA-13392: a config written for a dead broker's id is
-        applied when it returns, and nothing lifts it); 0 deletes the config."""
+        applied when it returns, and nothing lifts it); 0 deletes the config. Kafka keeps it
+        across a broker's restart, so the rate every pass names again is sent only when it
+        changed (:meth:`KafkaAdmin.ensure_configs`)."""
         try:
             live = await self._live_brokers()
         except KafkaAdminError as exc:
@@ -334,9 +336,7 @@ class KafkaLogDirMoves:
                 log.warning("throttle not set: broker not live", extra={"broker": b})
                 continue
             try:
-                await self.admin.incremental_alter_configs(
-                    ConfigKind.BROKER, str(b), {COPY_THROTTLE: value}
-                )
+                await self.admin.ensure_configs(ConfigKind.BROKER, str(b), {COPY_THROTTLE: value})
             except KafkaAdminError as exc:
                 log.warning("throttle not set", extra={"broker": b, "error": str(exc)})
 

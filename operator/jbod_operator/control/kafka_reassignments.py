@@ -262,7 +262,10 @@ class KafkaReassignments:
 
     async def throttle(self, actions: Sequence[Throttle]) -> None:
         """Each broker's rates, then every moving topic's throttled replicas from all of the
-        pass' throttles together (the plan gives one per live broker involved). Written from
+        pass' throttles together (the plan gives one per live broker involved). Each pass
+        names the same rates again: a broker's are sent only when they changed (or were last
+        sent long ago, :meth:`KafkaAdmin.ensure_configs`), a topic's lists only when they
+        differ from what the pass read. Written from
         part of them, one broker's at a time, a topic's lists dropped the other brokers'
         replicas between two calls of every pass: each such moment let a throttled follower
         fetch unthrottled, and a step meant to copy at 16 KiB/s caught up in seconds.
@@ -274,7 +277,7 @@ class KafkaReassignments:
         failed: list[str] = []
         for action in actions:
             try:
-                await self.admin.incremental_alter_configs(
+                await self.admin.ensure_configs(
                     ConfigKind.BROKER, str(action.broker), kr.broker_throttle(action)
                 )
             except KafkaAdminError as e:
