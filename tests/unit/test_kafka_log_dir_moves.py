@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jbod_broker import wire
-from jbod_operator.clients.kafka_admin import KafkaAdmin
+from jbod_operator.clients.kafka_admin import KafkaAdmin, KafkaAdminError
 from jbod_operator.control.kafka_log_dir_moves import (
     KafkaLogDirMoves,
     cordon_change,
@@ -24,10 +24,17 @@ from jbod_operator.control.our_brokers import OurBrokersLogDirMoves, OurBrokersR
 from jbod_operator.handlers.executors import log_dir_moves_on, reassignments_on
 from jbod_operator.models import LogDirMove
 from jbod_operator.models.log_dir_move import MovePhase, ReplicaState
-from jbod_operator.plan.execution import ClusterUnusable
+from jbod_operator.plan.execution import ActionFailed, ClusterUnusable
 from jbod_operator.plan.kafka_dirs import kafka_broker_dirs, kafka_dir
 from jbod_operator.plan.kafka_types import BrokerLogDirs, LogDir, LogDirReplica
-from jbod_operator.plan.logdirmove import BrokerDirs, Observed, StartAnswer, advance, settle
+from jbod_operator.plan.logdirmove import (
+    BrokerDirs,
+    Observed,
+    SetThrottle,
+    StartAnswer,
+    advance,
+    settle,
+)
 
 A = "/disks/a/data-0"
 B = "/disks/b/kafka-logs"
@@ -330,3 +337,30 @@ async def test_a_kafka_cluster_whose_secret_is_missing_says_which(choose: Any) -
         "CredentialsMissing",
         "KafkaCluster ns/k: Secret ns/creds not found",
     )
+
+
+class ConfigsRefusedOn2:
+    """Brokers 1-3 unfenced; writing a config to broker 2 fails."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    async def describe_cluster(self) -> Any:
+        brokers = [SimpleNamespace(broker_id=b, fenced=False) for b in (1, 2, 3)]
+        return SimpleNamespace(brokers=brokers)
+
+    async def ensure_configs(self, kind: Any, name: str, changes: Any) -> None:
+        self.sent.append(name)
+        if name == "2":
+            raise KafkaAdminError("IncrementalAlterConfigs", "REQUEST_TIMED_OUT")
+
+
+def test_a_copy_throttle_kafka_did_not_take_raises_once_every_broker_was_tried() -> None:
+    """Kafka keeps the copy throttle until it is lifted: a failed set or lift is not a
+    warning to move past (the end would leave it on the broker) but ActionFailed, after
+    the other brokers got theirs; a broker that is not live is skipped (KAFKA-13392)."""
+    admin = ConfigsRefusedOn2()
+    ex = KafkaLogDirMoves(admin)  # type: ignore[arg-type]
+    with pytest.raises(ActionFailed, match="broker 2"):
+        asyncio.run(ex.set_throttle(SetThrottle((1, 2, 3, 4), 0)))
+    assert admin.sent == ["1", "2", "3"]

@@ -22,7 +22,7 @@ from jbod_operator.handlers.logdirmoves import (
     delete_log_dir_move,
     reconcile_log_dir_move,
 )
-from jbod_operator.plan.execution import LogDirMoveExecutor
+from jbod_operator.plan.execution import ActionFailed, LogDirMoveExecutor
 from jbod_operator.plan.logdirmove import (
     BrokerDirs,
     CancelMoves,
@@ -257,3 +257,38 @@ def test_deleting_a_running_drain_cancels_it_through_the_interface() -> None:
     asyncio.run(delete_log_dir_move(cluster, copy.deepcopy(kube.body)))
 
     assert cluster.futures == {} and cluster.cordoned == set() and cluster.rates == {0: 0}
+
+
+class LiftFailsOnce(MovesInMemory):
+    """Kafka refuses the first lift of the throttle (a timed-out IncrementalAlterConfigs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = 0
+
+    async def set_throttle(self, action: SetThrottle) -> None:
+        if action.rate == 0 and not self.refused:
+            self.refused += 1
+            raise ActionFailed("throttle not set: broker 0: REQUEST_TIMED_OUT")
+        await super().set_throttle(action)
+
+
+def test_a_lift_that_did_not_take_is_not_recorded_and_the_next_pass_lifts_it() -> None:
+    """Kafka keeps a throttle until it is lifted: when the last pass' lift failed and the
+    pass still wrote Succeeded, nothing ever lifted it. Now the pass stops unrecorded (still
+    active) and the next one decides the end, and the lift, again."""
+    cluster = LiftFailsOnce()
+    cluster.held[0]["a"][("clicks", 0)] = SIZE
+    kube = OnlyLogDirMoves(drain_body())
+    out = one_pass(kube, cluster)
+    assert out.status["phase"] == "Moving"
+    cluster.finish()
+    writes = kube.status_writes
+
+    stopped = one_pass(kube, cluster)
+
+    assert cluster.refused == 1 and cluster.rates == {0: 1_000_000}
+    assert stopped.active and kube.status_writes == writes  # nothing recorded
+    assert kube.body["status"]["phase"] == "Moving"
+    ended = one_pass(kube, cluster)
+    assert ended.status["phase"] == "Succeeded" and cluster.rates == {0: 0}

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from jbod_operator.handlers.reassignments import Outcome, reconcile_reassignment
+from jbod_operator.handlers.reassignments import Outcome, reconcile_reassignment, run_actions
 from jbod_operator.models import PartitionReassignment
 from jbod_operator.plan import execution
 from jbod_operator.plan.execution import (
@@ -231,7 +231,9 @@ def one_pass(kube: OnlyOwnResources, ex: ReassignmentExecutor) -> Outcome:
 
 
 ORDER = ["throttle", "write_partitions", "prefer_dirs", "tell", "delete", "announce"]
-"""The act-side methods in the order the handler calls them (``plan.reassignment``)."""
+"""The act-side methods in the order the handler calls them (``plan.reassignment``); in a
+pass that starts no step the throttles come right after the writes (:data:`ORDER_NO_START`)."""
+ORDER_NO_START = ["write_partitions", "throttle", "prefer_dirs", "tell", "delete", "announce"]
 
 
 def test_a_reassignment_runs_to_its_end_through_the_interface_alone() -> None:
@@ -245,7 +247,8 @@ def test_a_reassignment_runs_to_its_end_through_the_interface_alone() -> None:
         out = one_pass(kube, cluster)
         phases.append(out.status["phase"])
         acts = [c for c in cluster.calls if c in ORDER]
-        assert acts == sorted(acts, key=ORDER.index), acts
+        order = ORDER if "throttle" not in acts or acts[0] == "throttle" else ORDER_NO_START
+        assert acts == sorted(acts, key=order.index), acts
         if out.status["phase"] == "Succeeded":
             break
         cluster.catch_up()
@@ -402,3 +405,56 @@ def test_the_admin_api_table_names_every_method_and_only_the_listed_calls(
         calls = set(re.findall(r"\b(?:[A-Z][a-z]+){2,}\b|\bMetadata\b", kafka))
         assert calls <= ADMIN_API, (row, calls - ADMIN_API)
         assert calls or "none" in kafka or "no long poll" in kafka or "lock" in kafka, row
+
+
+class OrderOfCalls:
+    """An executor that only records which of its methods a pass called, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def throttle(self, actions: Sequence[Throttle]) -> None:
+        self.calls.append("throttle")
+
+    async def write_partitions(self, writes: Sequence[Any]) -> None:
+        self.calls.append("write_partitions")
+
+    async def prefer_dirs(self, prefer: Sequence[Any]) -> None:
+        pass
+
+    async def tell(self, tells: Sequence[Any]) -> None:
+        pass
+
+    async def delete(self, deletes: Sequence[Any]) -> None:
+        pass
+
+    async def announce(self) -> None:
+        pass
+
+
+def _entry(**changes: Any) -> WritePartition:
+    view = PartView("t", 0, (1, 2), ("/a", "/a"), 1, 3, (1, 2), 7)
+    return WritePartition("t-res", replace(view, **changes))
+
+
+@pytest.mark.parametrize(
+    ("write", "order"),
+    [
+        # A step starts: throttled from its first byte.
+        (
+            _entry(replicas=(1, 2, 3), adding=(3,), target=(3, 1), reassigned_by="r"),
+            ["throttle", "write_partitions"],
+        ),
+        # A cancel reverts a step: its throttle is lifted only once the revert is sent.
+        (_entry(removing=(3,)), ["write_partitions", "throttle"]),
+    ],
+)
+def test_throttles_are_set_before_a_step_starts_and_lifted_after_a_cancel(
+    write: WritePartition, order: list[str]
+) -> None:
+    """Lifted before the null target reached Kafka, a cancelled step's new replicas fetched
+    unthrottled for that moment: enough to finish a step the user had stopped."""
+    ex = OrderOfCalls()
+    throttles = [Throttle(1, 0, frozenset(), frozenset())]
+    asyncio.run(run_actions(ex, [write, *throttles]))  # type: ignore[arg-type]
+    assert ex.calls == order

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from jbod_broker import wire
 
 from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
-from ..plan.execution import ClusterUnusable
+from ..plan.execution import ActionFailed, ClusterUnusable
 from ..plan.kafka_dirs import cluster_size_of, kafka_broker_dirs
 from ..plan.kafka_types import BrokerLogDirs, ConfigKind, LogDir
 from ..plan.logdirmove import (
@@ -324,13 +324,16 @@ class KafkaLogDirMoves:
         """On live brokers only (KAFKA-13392: a config written for a dead broker's id is
         applied when it returns, and nothing lifts it); 0 deletes the config. Kafka keeps it
         across a broker's restart, so the rate every pass names again is sent only when it
-        changed (:meth:`KafkaAdmin.ensure_configs`)."""
+        changed (:meth:`KafkaAdmin.ensure_configs`). For the same reason a write that fails
+        raises :class:`ActionFailed` once every broker was tried: the pass is not recorded and
+        the next one sets or lifts it again (a lift that failed at the end would otherwise be
+        left on the broker for good)."""
         try:
             live = await self._live_brokers()
         except KafkaAdminError as exc:
-            log.warning("throttle not set", extra={"error": str(exc)})
-            return
+            raise ActionFailed(f"throttle not set: {exc}") from None
         value = str(action.rate) if action.rate > 0 else None
+        failed: list[str] = []
         for b in action.brokers:
             if b not in live:
                 log.warning("throttle not set: broker not live", extra={"broker": b})
@@ -338,7 +341,9 @@ class KafkaLogDirMoves:
             try:
                 await self.admin.ensure_configs(ConfigKind.BROKER, str(b), {COPY_THROTTLE: value})
             except KafkaAdminError as exc:
-                log.warning("throttle not set", extra={"broker": b, "error": str(exc)})
+                failed.append(f"broker {b}: {exc}")
+        if failed:
+            raise ActionFailed("throttle not set: " + "; ".join(failed))
 
     async def cordon(self, action: Cordon) -> None:
         """``cordoned.log.dirs`` gets (or loses) the dir's path, on Kafka 4.3+. An older broker

@@ -23,7 +23,7 @@ import kopf
 from ..clients.kube import LOG_DIR_MOVES, KubeClient
 from ..models import LogDirMove, LogDirMoveStatus
 from ..models.log_dir_move import FINAL_PHASES, FINAL_REPLICA_STATES
-from ..plan.execution import ClusterUnusable, LogDirMoveExecutor
+from ..plan.execution import ActionFailed, ClusterUnusable, LogDirMoveExecutor
 from ..plan.logdirmove import (
     Action,
     BrokerDirs,
@@ -57,14 +57,23 @@ async def reconcile_log_dir_move(
     kube: KubeClient, ex: LogDirMoveExecutor, body: dict[str, Any]
 ) -> MoveOutcome:
     """One pass: observe (through ``ex`` and the API), decide, act through ``ex``, write
-    status once."""
+    status once. An action that did not take and must not be recorded as done (a throttle
+    Kafka keeps until it is lifted: :class:`ActionFailed`) stops the pass before the status
+    is written; the move stays active and the next pass decides it again."""
     move = LogDirMove.model_validate(body)
     obs = await observe(kube, ex, move)
     decision = advance(obs)
-    results = await run_actions(ex, decision.actions)
-    final = settle(obs, decision, results)
-    await run_actions(ex, final.actions[len(decision.actions) :])
     before = move.status.dump() if move.status else {}
+    try:
+        results = await run_actions(ex, decision.actions)
+        final = settle(obs, decision, results)
+        await run_actions(ex, final.actions[len(decision.actions) :])
+    except ActionFailed as e:
+        log.warning(
+            "log dir move pass stopped: an action did not take",
+            extra={"resource": move.metadata.name, "error": str(e)},
+        )
+        return MoveOutcome(before, [], True)
     after = final.status.dump()
     if after != before:
         assert move.metadata.namespace is not None
@@ -239,5 +248,9 @@ async def on_move_deleted(ctx: Ctx, body: kopf.Body) -> None:
     ctx.require_leader()
     async with ctx.lock(body):
         ns, cluster = body["metadata"]["namespace"], body["spec"]["clusterName"]
-        await delete_log_dir_move(await log_dir_moves_on(ctx, ns, cluster), dict(body))
+        try:
+            await delete_log_dir_move(await log_dir_moves_on(ctx, ns, cluster), dict(body))
+        except ActionFailed as e:
+            # The finalizer holds until the throttle is lifted: tried again shortly.
+            raise kopf.TemporaryError(str(e), delay=1) from None
     ctx.forget(body)

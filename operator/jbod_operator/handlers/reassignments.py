@@ -171,15 +171,21 @@ async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> No
     """A decision's actions in order: the throttles, then the partition state of record, the
     dirs named, the brokers told, the dropped replicas deleted, the metadata.
 
-    The throttles come first so that a step's copy is throttled from its first byte: on
-    Kafka, writing the step is submitting it, and its new replicas start fetching at once
-    (Kafka's own tool sets the throttles before it executes too)."""
+    In a pass that starts steps the throttles come first, so that a step's copy is
+    throttled from its first byte: on Kafka, writing the step is submitting it, and its new
+    replicas start fetching at once (Kafka's own tool sets the throttles before it executes
+    too). In any other pass they come right after the writes: a cancel's pass lifts the
+    throttle of the steps it cancels, and lifted first, the new replicas fetched unthrottled
+    until the cancel reached Kafka, long enough to finish a step the user had stopped."""
     actions = list(actions)
     throttles = [a for a in actions if isinstance(a, Throttle)]
-    if throttles:
-        await ex.throttle(throttles)
     writes = [a for a in actions if isinstance(a, WritePartition)]
+    starting = any(w.view.adding for w in writes)
+    if throttles and starting:
+        await ex.throttle(throttles)
     await ex.write_partitions(writes)
+    if throttles and not starting:
+        await ex.throttle(throttles)
     if any(w.view.adding for w in writes):
         failpoints.hit("reassignment-step-written")
     if any(not w.view.adding and w.view.removing for w in writes):

@@ -158,7 +158,9 @@ class LogDirMoveExecutor(Protocol):
         ...
 
     async def set_throttle(self, action: SetThrottle) -> None:
-        """The intra-broker copy rate on these brokers (0 lifts it; best effort)."""
+        """The intra-broker copy rate on these brokers (0 lifts it). Where the rate outlives
+        the move unless lifted (Kafka keeps it in its metadata), a write that failed raises
+        :class:`ActionFailed`; where the brokers forget it on restart, best effort."""
         ...
 
     async def cordon(self, action: Cordon) -> None:
@@ -187,9 +189,10 @@ class RecordChanged(Exception):
 
 
 class ActionFailed(Exception):
-    """An action whose effect outlives the reassignment did not take (a throttle Kafka keeps
-    in its metadata until it is lifted): the pass stops before its status is written, so the
-    next one decides the same actions again instead of recording them as done."""
+    """An action whose effect outlives the resource did not take (a throttle Kafka keeps in
+    its metadata until it is lifted, for a PartitionReassignment or a LogDirMove): the pass
+    stops before its status is written, so the next one decides the same actions again
+    instead of recording them as done."""
 
 
 @dataclass(frozen=True)
