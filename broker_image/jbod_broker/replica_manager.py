@@ -81,18 +81,42 @@ class Partition:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     offline: bool = False
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    """Consumers' long polls and acks=all producers: they wait for the high watermark."""
+    data_waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    """Followers' long polls: they wait for records past their fetch offset."""
 
     def notify(self) -> None:
-        """Wake long-polling fetches and acks=all producers: data or the HW moved."""
+        """Wake every waiter: the partition's state changed (leadership, ISR, offline), or
+        both the data and the HW moved."""
+        self.notify_hw()
+        self.notify_data()
+
+    def notify_hw(self) -> None:
+        """Wake consumers' long polls and acks=all producers: the high watermark moved. Not a
+        follower's long poll: a follower's fetch is answered when it has records to take
+        (Kafka's DelayedFetch completes a follower's fetch on bytes, never on the HW), and
+        learns the HW from that answer. Waking it for every HW move cost a fetch round with
+        nothing in it per follower per acks=all produce: the follower whose fetch moved the
+        HW woke the other's poll."""
         waiters, self.waiters = self.waiters, []
         for w in waiters:
             if not w.done():
                 w.set_result(None)
 
+    def notify_data(self) -> None:
+        """Wake followers' long polls: records were appended. Not an acks=all producer or a
+        consumer while the HW stays where it was (with followers in the ISR an append alone
+        never moves it)."""
+        waiters, self.data_waiters = self.data_waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
     async def wait(self, timeout_s: float) -> None:
-        """Until :meth:`notify` or ``timeout_s``. Keyed by the partition, not by a log: a
-        move's swap replaces the log object, and a waiter re-reads the current one on waking
-        (nothing to hand over at the swap, nothing left waiting on the retired log)."""
+        """Until :meth:`notify` or :meth:`notify_hw`, or ``timeout_s``. Keyed by the
+        partition, not by a log: a move's swap replaces the log object, and a waiter re-reads
+        the current one on waking (nothing to hand over at the swap, nothing left waiting on
+        the retired log)."""
         await wait_on_any((self,), timeout_s)
 
     @property
@@ -100,23 +124,25 @@ class Partition:
         return set(self.isr) | set(self.pending_isr or ())
 
 
-async def wait_on_any(parts: Sequence[Partition], timeout_s: float) -> None:
-    """Until one of ``parts`` notifies, or ``timeout_s``. One future joins every partition's
+async def wait_on_any(parts: Sequence[Partition], timeout_s: float, *, data: bool = False) -> None:
+    """Until one of ``parts`` notifies, or ``timeout_s``: its HW waiters, or with ``data``
+    its data waiters (a follower's long poll). One future joins every partition's
     waiters and one timer bounds it: a follower's long poll runs this on every fetch round,
     and a task per partition (as ``asyncio.wait`` over each one's wait) cost more than the
     round's own work. The future is taken off the lists that still hold it when it ends."""
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[None] = loop.create_future()
-    for p in parts:
-        p.waiters.append(fut)
+    lists = [p.data_waiters if data else p.waiters for p in parts]
+    for waiters in lists:
+        waiters.append(fut)
     timer = loop.call_later(timeout_s, _wake, fut)
     try:
         await fut
     finally:
         timer.cancel()
-        for p in parts:
-            if fut in p.waiters:
-                p.waiters.remove(fut)
+        for waiters in lists:
+            if fut in waiters:
+                waiters.remove(fut)
 
 
 def _wake(fut: asyncio.Future[None]) -> None:
@@ -510,8 +536,10 @@ class ReplicaManager:
             if appended:
                 self.append_writes += 1
                 self.append_requests += appended
-        self._maybe_advance_hw(p, lg)
-        p.notify()
+        if self._maybe_advance_hw(p, lg):
+            p.notify()
+        else:
+            p.notify_data()
 
     # -- fetch ----------------------------------------------------------------------------
 
@@ -540,11 +568,14 @@ class ReplicaManager:
         self.bytes_out += len(res.data)
         return res
 
-    async def wait_for_any(self, tps: list[TopicPartition], timeout_s: float) -> None:
-        """Until data or the high watermark moves on one of ``tps`` (or leadership changes),
-        or ``timeout_s``: the long poll of a fetch naming several partitions."""
+    async def wait_for_any(
+        self, tps: list[TopicPartition], timeout_s: float, *, follower: bool = False
+    ) -> None:
+        """Until the high watermark moves on one of ``tps`` (a consumer's long poll), or with
+        ``follower`` until records are appended to one (a follower's), or leadership
+        changes, or ``timeout_s``: the long poll of a fetch naming several partitions."""
         parts = [p for tp in tps if (p := self.partitions.get(tp)) is not None]
-        await wait_on_any(parts, timeout_s)
+        await wait_on_any(parts, timeout_s, data=follower)
 
     def fetch_for_follower(
         self,
@@ -574,7 +605,10 @@ class ReplicaManager:
                 f"[{lg.log_start_offset}, {leo}]"
             )
         self._update_follower(p, lg, replica_id, fetch_offset, leo)
-        if throttled:
+        if throttled or (fetch_offset == leo and lg.successor is None):
+            # Nothing to send (or nothing allowed): no range to look up under the log's lock.
+            # A follower names every partition it follows in every round, most of them with
+            # nothing new; a log a move retired meanwhile goes the long way, to its successor.
             return SliceResult(EMPTY_SLICE, lg.log_start_offset, leo, lg.high_watermark)
         res = lg.read_slice(fetch_offset, max_bytes)
         self.bytes_out += res.records.size
@@ -600,7 +634,7 @@ class ReplicaManager:
         st.last_fetch_ms = t
         self._maybe_expand_isr(p, lg, replica_id)
         if self._maybe_advance_hw(p, lg):
-            p.notify()
+            p.notify_hw()
 
     def _maybe_advance_hw(self, p: Partition, lg: Log) -> bool:
         """Raise the HW to the smallest log end over the maximal ISR; ``True`` if it moved.

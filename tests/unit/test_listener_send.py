@@ -1,6 +1,7 @@
 """How the Kafka listener writes a response's pieces (``kafka.listener._send``): bytes as they
 are, a follower's file ranges read and written when small, sent by the kernel when large
-(``SENDFILE_MIN_BYTES``), each range's descriptor closed, a range cut short not sent."""
+(``SENDFILE_MIN_BYTES``), each range's descriptor closed, a range cut short not sent; the
+bytes and small ranges of a frame in one write."""
 
 from __future__ import annotations
 
@@ -71,7 +72,33 @@ def test_a_range_cut_short_is_not_sent_and_fails_the_send(tmp_path: Path, size: 
     assert isinstance(err, ProtocolError) and "truncated" in str(err)
     assert piece.fd == -1
     if size < listener.SENDFILE_MIN_BYTES:
-        assert got == b"head"  # read whole or not at all: none of the range went
+        assert got == b""  # read whole or not at all: nothing of the frame went
     else:
         assert len(got) < len(b"head") + size
+    os.close(fd)
+
+
+class _CountingWriter:
+    """A stream writer that records each write (what the transport sends in one call)."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    async def drain(self) -> None:
+        pass
+
+
+def test_a_frame_with_small_ranges_goes_in_one_write(tmp_path: Path) -> None:
+    """A follower's response, headers around the records of two partitions, is one write:
+    each write to an idle transport is a send call (on loopback, the receiver's TCP too)."""
+    path, data = _file(tmp_path, 40_000)
+    fd = os.open(path, os.O_RDONLY)
+    a, b = FileSlice(os.dup(fd), 0, 16_707), FileSlice(os.dup(fd), 16_707, 16_707)
+    w = _CountingWriter()
+    asyncio.run(listener._send(w, [b"head", a, b"middle", b, b"tail"]))  # type: ignore[arg-type]
+    assert w.writes == [b"head" + data[:16_707] + b"middle" + data[16_707:33_414] + b"tail"]
+    assert a.fd == -1 and b.fd == -1
     os.close(fd)

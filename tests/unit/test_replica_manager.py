@@ -374,13 +374,66 @@ async def test_a_long_poll_over_several_partitions_wakes_on_any_and_leaves_no_wa
         )
     )
     parts = [rm.partition(tp) for tp in tps]
-    await rm.wait_for_any(tps, 0.01)
-    assert [p.waiters for p in parts] == [[], [], []]
-    poll = asyncio.create_task(rm.wait_for_any(tps, 30))
+    await rm.wait_for_any(tps, 0.01, follower=True)
+    assert [p.data_waiters for p in parts] == [[], [], []]
+    poll = asyncio.create_task(rm.wait_for_any(tps, 30, follower=True))
     await asyncio.sleep(0)
-    assert all(len(p.waiters) == 1 for p in parts)
+    assert all(len(p.data_waiters) == 1 for p in parts)
     started = time.monotonic()
     await rm.produce(tps[1], rec(), acks=1, timeout_ms=100)  # the append notifies t-1
     await asyncio.wait_for(poll, 5)
     assert time.monotonic() - started < 5
+    assert [p.data_waiters for p in parts] == [[], [], []]
     assert [p.waiters for p in parts] == [[], [], []]
+
+
+async def _settle() -> None:
+    """Let every callback the last step scheduled run (no timer involved)."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_an_append_wakes_followers_and_a_hw_move_wakes_producers_and_consumers(
+    tmp_path: Path,
+) -> None:
+    """Two kinds of long poll, each woken by what it waits for (as Kafka's DelayedFetch and
+    DelayedProduce): a follower's by records appended, an acks=all producer's and a
+    consumer's by the high watermark. An append that leaves the HW where it is (followers in
+    the ISR) wakes no producer or consumer, and a follower's fetch that moves the HW wakes no
+    other follower's poll (it used to: a fetch round with nothing in it per follower per
+    acks=all produce); a leadership change wakes both."""
+    rm = make(tmp_path)
+    rm.leader_and_isr(lai())  # broker 1 leads, ISR 1, 2, 3
+    p = rm.partition(TP)
+    lg = rm.logs.log_or_error(TP)
+    await rm.produce(TP, rec(), acks=1, timeout_ms=100)
+    follower_fetch(rm, 2, 1)
+    follower_fetch(rm, 3, 1)
+    assert lg.high_watermark == 1
+
+    follower_poll = asyncio.create_task(rm.wait_for_any([TP], 30, follower=True))
+    consumer_poll = asyncio.create_task(rm.wait_for_any([TP], 30))
+    produce = asyncio.create_task(rm.produce(TP, rec(), acks=-1, timeout_ms=30_000))
+    await _settle()
+    assert lg.log_end_offset == 2 and lg.high_watermark == 1
+    assert follower_poll.done()  # records for it
+    assert not consumer_poll.done() and not produce.done()  # the HW did not move
+    assert p.waiters  # the producer and the consumer still wait, on the HW
+
+    follower_poll = asyncio.create_task(rm.wait_for_any([TP], 30, follower=True))
+    await _settle()
+    follower_fetch(rm, 2, 2)
+    await _settle()
+    assert lg.high_watermark == 1 and not consumer_poll.done() and not produce.done()
+    follower_fetch(rm, 3, 2)  # the HW moves to 2
+    await _settle()
+    assert lg.high_watermark == 2
+    assert consumer_poll.done()
+    assert (await produce).last_offset == 1
+    assert not follower_poll.done()  # nothing new to fetch: its poll goes on
+    assert p.data_waiters
+
+    rm.leader_and_isr(lai(leader=2, epoch=1))  # this broker follows now: every poll ends
+    await _settle()
+    assert follower_poll.done()
+    assert p.waiters == [] and p.data_waiters == []

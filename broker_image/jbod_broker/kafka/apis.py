@@ -287,20 +287,20 @@ async def fetch(b: Broker, req: Request) -> Any:
             ]
         # The response's max_bytes spans partitions: later ones get what earlier ones left.
         total = 0
-        trimmed = []
-        for r in results:
-            data = r["records"]
-            if total and total + len(data) > max_bytes:
+        for r in results:  # each result is this round's own dict: trimmed in place
+            size = len(r["records"])
+            if total and total + size > max_bytes:
                 _close_slices([r])
-                data = b""
-            total += len(data)
-            trimmed.append({**r, "records": data})
+                r["records"] = b""
+                size = 0
+            total += size
+        trimmed = results
         remaining = deadline - time.monotonic()
         errors = any(r["error_code"] != ErrorCode.none for r in trimmed)
         if total >= min_bytes or remaining <= 0 or errors:
             break
         _close_slices(trimmed)
-        await b.replicas.wait_for_any(tps, remaining)
+        await b.replicas.wait_for_any(tps, remaining, follower=replica_id >= 0)
     if replica_id >= 0:
         for tp, r in zip(tps, trimmed, strict=True):
             sent = len(r["records"])
@@ -354,7 +354,11 @@ def _follower_fetch_one(
 ) -> dict[str, Any]:
     reassignment = b.leader_throttle.reassignment(tp, b.replicas.in_isr(tp, replica_id))
     try:
-        validate_topic(tp.topic)
+        if tp not in b.replicas.partitions:
+            # A hosted partition's name was valid when it was created: only an unknown one
+            # is checked (INVALID_TOPIC_EXCEPTION before UNKNOWN_TOPIC_OR_PARTITION), not
+            # every partition of every round.
+            validate_topic(tp.topic)
         res = b.replicas.fetch_for_follower(
             replica_id,
             tp,
@@ -364,8 +368,11 @@ def _follower_fetch_one(
             b.leader_throttle.holds_back(reassignment),
         )
     except KafkaError as e:
-        return {**_fetch_error(b, tp, p, e), _REASSIGNMENT: reassignment}
-    return {**_fetched(p, res), _REASSIGNMENT: reassignment}
+        r = _fetch_error(b, tp, p, e)
+    else:
+        r = _fetched(p, res)
+    r[_REASSIGNMENT] = reassignment
+    return r
 
 
 def _fetched(p: Any, res: ReadResult | SliceResult) -> dict[str, Any]:

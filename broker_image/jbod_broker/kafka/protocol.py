@@ -161,6 +161,8 @@ def make(entity_type: type[T], **fields: Any) -> T:
     """An entity of one version from the fields it has: a handler names every field any
     version it serves may need, and each version takes those its definition holds."""
     names = _field_names(entity_type)  # type: ignore[arg-type]  # a class is hashable
+    if names.issuperset(fields):  # the version has every field named: nothing to filter
+        return entity_type(**fields)
     return entity_type(**{k: v for k, v in fields.items() if k in names})
 
 
