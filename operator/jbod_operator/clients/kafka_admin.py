@@ -64,10 +64,11 @@ from ..plan.kafka_types import (
 T = TypeVar("T")
 
 PREFERRED_ELECTION = 0
+"""ElectLeaders' election type for the preferred (first) replica."""
+
 CONFIG_REWRITE_S = 30.0
 """How long :meth:`KafkaAdmin.ensure_configs` takes a config this client wrote as still set:
 after that it writes it again, so a change made by someone else is undone within this time."""
-"""ElectLeaders' election type for the preferred (first) replica."""
 
 # AlterConfigs answers each resource with "OK" or the text of Kafka's error class, e.g.
 # "[Error 42] InvalidRequestError: ..."; the code is what names the error.

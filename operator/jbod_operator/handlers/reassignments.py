@@ -186,13 +186,13 @@ async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> No
     await ex.write_partitions(writes)
     if throttles and not starting:
         await ex.throttle(throttles)
-    if any(w.view.adding for w in writes):
+    if starting:
         failpoints.hit("reassignment-step-written")
     if any(not w.view.adding and w.view.removing for w in writes):
         failpoints.hit("reassignment-shrink-written")
     await ex.prefer_dirs([a for a in actions if isinstance(a, PreferDir)])
     await ex.tell([a for a in actions if isinstance(a, Tell)])
-    if any(w.view.adding for w in writes):
+    if starting:
         failpoints.hit("reassignment-step-told")
     await ex.delete([a for a in actions if isinstance(a, Delete)])
     if writes:
