@@ -235,7 +235,15 @@ class LeaderTracker:
         return self.sc.client(self.leaders[tp])
 
 
-async def wait_async(fn: Any, timeout: float = 60, what: str = "condition") -> Any:
+async def wait_async(
+    fn: Any,
+    timeout: float = 60,
+    what: str = "condition",
+    fail_fast: type[BaseException] | tuple[type[BaseException], ...] = (),
+) -> Any:
+    """Poll ``fn`` until it returns something true. An exception it raises counts as not yet
+    (a read can fail while a broker restarts), except one of ``fail_fast``: that says the
+    condition can no longer come, and is raised at once."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -243,6 +251,8 @@ async def wait_async(fn: Any, timeout: float = 60, what: str = "condition") -> A
             last = await asyncio.to_thread(fn)
             if last:
                 return last
+        except fail_fast:
+            raise
         except Exception as e:
             last = e
         await asyncio.sleep(0.25)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from e2e.scenario import LeaderTracker, Scenario, wait_async
+from e2e.scenario import LeaderTracker, Scenario, dump, wait_async
 from e2e.test_reassignment import check, closes_clients
 from jbod_broker.storage.names import TopicPartition
 from tests.integration.counting import CountingProducer, fill_bytes
@@ -88,11 +88,22 @@ def status(sc: Scenario, name: str) -> dict[str, Any]:
 async def phase(
     sc: Scenario, name: str, want: str, timeout: float = PLAN_TIMEOUT
 ) -> dict[str, Any]:
-    st: dict[str, Any] = await wait_async(
-        lambda: (s := status(sc, name)).get("phase") == want and s,
-        timeout=timeout,
-        what=f"Rebalance {name} {want} (now {status(sc, name).get('phase')})",
-    )
+    """Wait for ``want``; a Rebalance that ends NotReady instead fails at once with its status
+    (it stays there until a refresh, so waiting on would only end in the timeout)."""
+
+    def reached() -> dict[str, Any] | None:
+        s = status(sc, name)
+        if want != "NotReady":
+            assert s.get("phase") != "NotReady", dump(s)
+        return s if s.get("phase") == want else None
+
+    try:
+        st: dict[str, Any] = await wait_async(
+            reached, timeout=timeout, what=f"Rebalance {name} {want}", fail_fast=AssertionError
+        )
+    except TimeoutError as e:
+        kids = {k["metadata"]["name"]: k.get("status") for k in children(sc, name)}
+        raise TimeoutError(f"{e}\nstatus: {dump(status(sc, name))}\nchildren: {dump(kids)}") from e
     return st
 
 
@@ -250,6 +261,7 @@ async def test_stop_mid_way_cancels_the_children_and_refresh_plans_again(sc: Sce
     assert st["plans"] == 2 and not st.get("children"), st
 
 
+@pytest.mark.timeout(600)  # ~50 s here; the waits below give up first and say where it stood
 @closes_clients
 async def test_add_brokers_moves_replicas_onto_an_empty_broker(sc4: Scenario) -> None:
     """Broker 3 starts empty (its replicas reassigned away before any data); an add-brokers
@@ -294,7 +306,7 @@ async def test_add_brokers_moves_replicas_onto_an_empty_broker(sc4: Scenario) ->
         st = await phase(sc, "grow", "ProposalReady")
         assert st["proposal"]["movesBetweenBrokers"] > 0, st["proposal"]
         annotate(sc, "grow", "approve")
-        st = await phase(sc, "grow", "Ready", timeout=300)
+        st = await phase(sc, "grow", "Ready", timeout=180)
     finally:
         await prod.stop()
         await tracker.stop()

@@ -8,6 +8,7 @@ import pytest
 
 from tests.kafka_jars import KafkaCluster, KafkaJarsMissing, classpath
 from tests.kube_cluster import KubeBinariesMissing, KubeCluster
+from tests.task_dump import _dump_tasks_before_timeout  # noqa: F401  (autouse)
 
 JBOD_BROKERS = 4
 JBOD_LOG_DIRS = 2
