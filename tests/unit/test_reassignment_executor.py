@@ -28,10 +28,13 @@ from typing import Any
 
 import pytest
 
+from jbod_broker.client import BrokerUnavailableError
+from jbod_operator.control.our_brokers import OurBrokersReassignments
 from jbod_operator.handlers.reassignments import Outcome, reconcile_reassignment, run_actions
 from jbod_operator.models import PartitionReassignment
 from jbod_operator.plan import execution
 from jbod_operator.plan.execution import (
+    ActionFailed,
     ClusterSeen,
     LogDirMoveExecutor,
     PartitionsSeen,
@@ -408,28 +411,38 @@ def test_the_admin_api_table_names_every_method_and_only_the_listed_calls(
 
 
 class OrderOfCalls:
-    """An executor that only records which of its methods a pass called, in order."""
+    """An executor that only records which of its methods a pass called, in order (with
+    ``throttle_fails``, its throttle does not take)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, throttle_fails: bool = False, full: bool = False) -> None:
         self.calls: list[str] = []
+        self.throttle_fails = throttle_fails
+        self.full = full
+        """Record the calls after the writes too."""
 
     async def throttle(self, actions: Sequence[Throttle]) -> None:
         self.calls.append("throttle")
+        if self.throttle_fails:
+            raise ActionFailed("throttle not set: broker 1: timed out")
 
     async def write_partitions(self, writes: Sequence[Any]) -> None:
         self.calls.append("write_partitions")
 
     async def prefer_dirs(self, prefer: Sequence[Any]) -> None:
-        pass
+        if self.full:
+            self.calls.append("prefer_dirs")
 
     async def tell(self, tells: Sequence[Any]) -> None:
-        pass
+        if self.full:
+            self.calls.append("tell")
 
     async def delete(self, deletes: Sequence[Any]) -> None:
-        pass
+        if self.full:
+            self.calls.append("delete")
 
     async def announce(self) -> None:
-        pass
+        if self.full:
+            self.calls.append("announce")
 
 
 def _entry(**changes: Any) -> WritePartition:
@@ -458,3 +471,63 @@ def test_throttles_are_set_before_a_step_starts_and_lifted_after_a_cancel(
     throttles = [Throttle(1, 0, frozenset(), frozenset())]
     asyncio.run(run_actions(ex, [write, *throttles]))  # type: ignore[arg-type]
     assert ex.calls == order
+
+
+def test_a_throttle_that_fails_before_a_step_stops_the_pass_before_anything_is_written() -> None:
+    ex = OrderOfCalls(throttle_fails=True, full=True)
+    start = _entry(replicas=(1, 2, 3), adding=(3,), target=(3, 1), reassigned_by="r")
+    with pytest.raises(ActionFailed):
+        lift = Throttle(1, 0, frozenset(), frozenset())
+        asyncio.run(run_actions(ex, [start, lift]))  # type: ignore[arg-type]
+    assert ex.calls == ["throttle"]
+
+
+def test_a_throttle_that_fails_after_the_writes_is_raised_once_the_brokers_were_told() -> None:
+    """The step that ends is already in the record: on our brokers it must still reach them
+    (told, its dropped replica deleted, the metadata announced) before the pass stops
+    unrecorded; stopping at the throttle left it in the record only."""
+    ex = OrderOfCalls(throttle_fails=True, full=True)
+    end = _entry(replicas=(1, 2), removing=(), adding=())
+    actions = [
+        end,
+        Throttle(1, 0, frozenset(), frozenset()),
+        Tell("t", 0, frozenset({1, 2}), frozenset()),
+        Delete(3, "t", 0),
+    ]
+    with pytest.raises(ActionFailed):
+        asyncio.run(run_actions(ex, actions))  # type: ignore[arg-type]
+    assert ex.calls == ["write_partitions", "throttle", "prefer_dirs", "tell", "delete", "announce"]
+
+
+class ConfigsClient:
+    def __init__(self, broker: int, fail: bool) -> None:
+        self.broker, self.fail = broker, fail
+        self.sent: list[Any] = []
+
+    async def set_configs(self, cfg: Any) -> Any:
+        if self.fail:
+            raise BrokerUnavailableError(f"broker {self.broker} timed out")
+        self.sent.append(cfg)
+        return cfg
+
+
+class ConfigsPool:
+    def __init__(self, clients: dict[int, ConfigsClient]) -> None:
+        self.clients = clients
+
+    async def client(self, ns: str, cluster: str, b: int) -> ConfigsClient:
+        return self.clients[b]
+
+
+def test_our_brokers_raise_a_throttle_a_live_broker_did_not_take_once_the_others_have_it() -> None:
+    """A lift that failed and went unnoticed left a live broker throttled until its restart,
+    under a status saying no broker was throttled."""
+    pool = ConfigsPool({1: ConfigsClient(1, fail=True), 2: ConfigsClient(2, fail=False)})
+    ours = OurBrokersReassignments(None, pool, None, NS, CLUSTER)  # type: ignore[arg-type]
+    lifts = [Throttle(1, 0, frozenset(), frozenset()), Throttle(2, 0, frozenset(), frozenset())]
+    with pytest.raises(ActionFailed, match="broker 1"):
+        asyncio.run(ours.throttle(lifts))
+    assert len(pool.clients[2].sent) == 1  # the other broker was lifted all the same
+    pool.clients[1].fail = False
+    asyncio.run(ours.throttle(lifts))  # the next pass lifts it
+    assert pool.clients[1].sent[0].leader_replication_throttled_rate == 0

@@ -33,7 +33,13 @@ from ..clients.kube import BROKER_CLUSTERS, TOPICS, ApiError, KubeClient
 from ..models import BrokerCluster, PartitionReassignment, kafka_topic_name, topic_id_of
 from ..models.snapshot import ClusterSnapshot
 from ..plan import partition_state, topic_spec
-from ..plan.execution import ClusterRecord, ClusterSeen, PartitionsSeen, RecordChanged
+from ..plan.execution import (
+    ActionFailed,
+    ClusterRecord,
+    ClusterSeen,
+    PartitionsSeen,
+    RecordChanged,
+)
 from ..plan.logdirmove import (
     BrokerDirs,
     CancelMoves,
@@ -396,8 +402,24 @@ class OurBrokersReassignments:
             await self._broker(b, "stop_replica", lambda c, r=req: c.stop_replica(r))
 
     async def throttle(self, actions: Sequence[Throttle]) -> None:
+        """The pass' throttles, one broker at a time (our brokers share no throttle state).
+
+        A broker forgets its throttle when it restarts, and the plan names only live ones. A
+        live broker that did not take its write keeps what it had: at the end, a lift that
+        failed would throttle its replication until it restarts, with a status saying no
+        broker is throttled. So a write that failed raises :class:`ActionFailed` once the
+        others were tried: the pass is not recorded and the next one sets or lifts it again
+        (the rule the Kafka adapter follows for the throttles Kafka keeps)."""
+        failed: list[str] = []
         for action in actions:
-            await self._throttle(action)
+            try:
+                await self._throttle(action)
+            except StaleControllerEpochError:
+                raise
+            except KafkaError as e:
+                failed.append(f"broker {action.broker}: {e}")
+        if failed:
+            raise ActionFailed("throttle not set: " + "; ".join(failed))
 
     async def _throttle(self, action: Throttle) -> None:
         cfg = wire.ThrottleConfig(
@@ -410,7 +432,8 @@ class OurBrokersReassignments:
                 wire.ReplicaRef(topic=t, partition=p) for t, p in sorted(action.follower_replicas)
             ],
         )
-        await self._broker(action.broker, "set_configs", lambda c: c.set_configs(cfg))
+        client = await self.pool.client(self.ns, self.cluster_name, action.broker)
+        await client.set_configs(cfg)
 
     async def announce(self) -> None:
         live = sorted(self.ctrl.live())

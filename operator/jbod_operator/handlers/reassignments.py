@@ -176,7 +176,14 @@ async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> No
     replicas start fetching at once (Kafka's own tool sets the throttles before it executes
     too). In any other pass they come right after the writes: a cancel's pass lifts the
     throttle of the steps it cancels, and lifted first, the new replicas fetched unthrottled
-    until the cancel reached Kafka, long enough to finish a step the user had stopped."""
+    until the cancel reached Kafka, long enough to finish a step the user had stopped.
+
+    A throttle that did not take (:class:`ActionFailed`) before the writes stops the pass
+    there: nothing of it happened. After the writes it is raised only once the rest of the
+    pass ran: the partitions are already recorded, and on our brokers a step ended in the
+    record but never told to them, or its dropped replicas never deleted, would be left so
+    (the next pass starts from the record). The pass stays unrecorded either way, as after a
+    crash at that point, and the next one sets or lifts the throttle again."""
     actions = list(actions)
     throttles = [a for a in actions if isinstance(a, Throttle)]
     writes = [a for a in actions if isinstance(a, WritePartition)]
@@ -184,8 +191,12 @@ async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> No
     if throttles and starting:
         await ex.throttle(throttles)
     await ex.write_partitions(writes)
+    not_taken: ActionFailed | None = None
     if throttles and not starting:
-        await ex.throttle(throttles)
+        try:
+            await ex.throttle(throttles)
+        except ActionFailed as e:
+            not_taken = e
     if starting:
         failpoints.hit("reassignment-step-written")
     if any(not w.view.adding and w.view.removing for w in writes):
@@ -197,6 +208,8 @@ async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> No
     await ex.delete([a for a in actions if isinstance(a, Delete)])
     if writes:
         await ex.announce()
+    if not_taken is not None:
+        raise not_taken
 
 
 async def _record_first(

@@ -190,9 +190,10 @@ class RecordChanged(Exception):
 
 class ActionFailed(Exception):
     """An action whose effect outlives the resource did not take (a throttle Kafka keeps in
-    its metadata until it is lifted, for a PartitionReassignment or a LogDirMove): the pass
-    stops before its status is written, so the next one decides the same actions again
-    instead of recording them as done."""
+    its metadata until it is lifted, for a PartitionReassignment or a LogDirMove; a live
+    broker's replication throttle, kept until it restarts): the pass stops before its status
+    is written, so the next one decides the same actions again instead of recording them as
+    done."""
 
 
 @dataclass(frozen=True)
@@ -266,7 +267,9 @@ class ReassignmentExecutor(Protocol):
     async def throttle(self, actions: Sequence[Throttle]) -> None:
         """Set (rate 0 and empty sets: lift) the replication throttles of the pass: one per
         broker, all together, so that state shared between brokers (Kafka's per-topic lists
-        of throttled replicas) is written once from the whole set, never from part of it."""
+        of throttled replicas) is written once from the whole set, never from part of it. A
+        write a live broker did not take raises :class:`ActionFailed` once the others were
+        tried."""
         ...
 
     async def announce(self) -> None:
