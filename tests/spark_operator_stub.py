@@ -69,6 +69,8 @@ class SparkOperatorStub:
         """Every SparkApplication as first seen (what the operator created)."""
         self.history: dict[str, list[str]] = {}
         """The states written to each application, kept after it is deleted."""
+        self.api_errors: list[str] = []
+        """Transient API errors the loop retried (429, 5xx)."""
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> SparkOperatorStub:
@@ -89,7 +91,16 @@ class SparkOperatorStub:
 
     async def _run(self) -> None:
         while True:
-            await self.step()
+            try:
+                await self.step()
+            except ApiError as e:
+                # What a controller's informer retries: the API server throttling or not ready
+                # (429 "storage is (re)initializing" just after the CRD is created), or failing.
+                # In a full run (session 33) the stub's first list got that 429 and its loop
+                # died, so the Rebalance waited in PendingProposal for a job nothing ran.
+                if e.status != 429 and e.status < 500:
+                    raise
+                self.api_errors.append(str(e))
             await asyncio.sleep(self.poll_seconds)
 
     async def step(self) -> None:
