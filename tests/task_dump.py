@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import io
 import sys
 import threading
 from collections.abc import Iterator
@@ -30,9 +29,9 @@ def _timeout_of(item: pytest.Item) -> float | None:
     return float(raw) if raw else None
 
 
-def dump_tasks(out: io.TextIOBase | None = None) -> None:
-    """Every task of every running event loop, with the stack it waits in."""
-    stream = out or sys.stderr
+def dump_tasks() -> None:
+    """Every task of every running event loop, with the chain of awaits it is in (stderr)."""
+    stream = sys.stderr
     loops = [
         o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop) and o.is_running()
     ]

@@ -414,11 +414,9 @@ class OrderOfCalls:
     """An executor that only records which of its methods a pass called, in order (with
     ``throttle_fails``, its throttle does not take)."""
 
-    def __init__(self, *, throttle_fails: bool = False, full: bool = False) -> None:
+    def __init__(self, *, throttle_fails: bool = False) -> None:
         self.calls: list[str] = []
         self.throttle_fails = throttle_fails
-        self.full = full
-        """Record the calls after the writes too."""
 
     async def throttle(self, actions: Sequence[Throttle]) -> None:
         self.calls.append("throttle")
@@ -429,20 +427,19 @@ class OrderOfCalls:
         self.calls.append("write_partitions")
 
     async def prefer_dirs(self, prefer: Sequence[Any]) -> None:
-        if self.full:
-            self.calls.append("prefer_dirs")
+        self.calls.append("prefer_dirs")
 
     async def tell(self, tells: Sequence[Any]) -> None:
-        if self.full:
-            self.calls.append("tell")
+        self.calls.append("tell")
 
     async def delete(self, deletes: Sequence[Any]) -> None:
-        if self.full:
-            self.calls.append("delete")
+        self.calls.append("delete")
 
     async def announce(self) -> None:
-        if self.full:
-            self.calls.append("announce")
+        self.calls.append("announce")
+
+
+AFTER_THE_WRITES = ["prefer_dirs", "tell", "delete", "announce"]
 
 
 def _entry(**changes: Any) -> WritePartition:
@@ -456,10 +453,10 @@ def _entry(**changes: Any) -> WritePartition:
         # A step starts: throttled from its first byte.
         (
             _entry(replicas=(1, 2, 3), adding=(3,), target=(3, 1), reassigned_by="r"),
-            ["throttle", "write_partitions"],
+            ["throttle", "write_partitions", *AFTER_THE_WRITES],
         ),
         # A cancel reverts a step: its throttle is lifted only once the revert is sent.
-        (_entry(removing=(3,)), ["write_partitions", "throttle"]),
+        (_entry(removing=(3,)), ["write_partitions", "throttle", *AFTER_THE_WRITES]),
     ],
 )
 def test_throttles_are_set_before_a_step_starts_and_lifted_after_a_cancel(
@@ -474,11 +471,11 @@ def test_throttles_are_set_before_a_step_starts_and_lifted_after_a_cancel(
 
 
 def test_a_throttle_that_fails_before_a_step_stops_the_pass_before_anything_is_written() -> None:
-    ex = OrderOfCalls(throttle_fails=True, full=True)
+    ex = OrderOfCalls(throttle_fails=True)
     start = _entry(replicas=(1, 2, 3), adding=(3,), target=(3, 1), reassigned_by="r")
+    throttle = Throttle(1, 1000, frozenset(), frozenset({("t", 0)}))
     with pytest.raises(ActionFailed):
-        lift = Throttle(1, 0, frozenset(), frozenset())
-        asyncio.run(run_actions(ex, [start, lift]))  # type: ignore[arg-type]
+        asyncio.run(run_actions(ex, [start, throttle]))  # type: ignore[arg-type]
     assert ex.calls == ["throttle"]
 
 
@@ -486,7 +483,7 @@ def test_a_throttle_that_fails_after_the_writes_is_raised_once_the_brokers_were_
     """The step that ends is already in the record: on our brokers it must still reach them
     (told, its dropped replica deleted, the metadata announced) before the pass stops
     unrecorded; stopping at the throttle left it in the record only."""
-    ex = OrderOfCalls(throttle_fails=True, full=True)
+    ex = OrderOfCalls(throttle_fails=True)
     end = _entry(replicas=(1, 2), removing=(), adding=())
     actions = [
         end,
@@ -496,7 +493,7 @@ def test_a_throttle_that_fails_after_the_writes_is_raised_once_the_brokers_were_
     ]
     with pytest.raises(ActionFailed):
         asyncio.run(run_actions(ex, actions))  # type: ignore[arg-type]
-    assert ex.calls == ["write_partitions", "throttle", "prefer_dirs", "tell", "delete", "announce"]
+    assert ex.calls == ["write_partitions", "throttle", *AFTER_THE_WRITES]
 
 
 class ConfigsClient:
