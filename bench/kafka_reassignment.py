@@ -345,7 +345,7 @@ def our_limits(args: argparse.Namespace) -> dict[str, int]:
     limits = {
         "maxConcurrentPartitionMovements": args.partition_movements,
         "maxConcurrentReplicaMovements": args.replica_movements,
-        "maxConcurrentLeaderMovements": args.partition_movements,
+        "maxConcurrentLeaderMovements": args.leader_movements or args.partition_movements,
     }
     if args.throttle_mib:
         limits["throttleBytesPerSecond"] = int(args.throttle_mib * MiB)
@@ -530,6 +530,7 @@ def main() -> int:
     ap.add_argument("--settle-seconds", type=float, default=None, help="4 (quick: 3)")
     ap.add_argument("--partition-movements", type=int, default=4)
     ap.add_argument("--replica-movements", type=int, default=2)
+    ap.add_argument("--leader-movements", type=int, default=None, help="default: as partitions")
     ap.add_argument("--throttle-mib", type=float, default=None, help="ours; none by default")
     ap.add_argument("--poll-seconds", type=float, default=None, help="default: the operator's")
     ap.add_argument("--move-timeout", type=float, default=600)

@@ -83,8 +83,19 @@ def classpath() -> str:
 
 
 def java_command(main: str, args: Sequence[str], *, heap: str = "256m") -> list[str]:
-    """A JVM for one Kafka class: our classpath, a bounded heap, no GC log files."""
-    return ["java", f"-Xmx{heap}", "-cp", classpath(), main, *args]
+    """A JVM for one Kafka class: our classpath, a bounded heap, no GC log files. slf4j-simple
+    stamps each log line with the time of day, so a broker's or the controller's log can be
+    laid beside the operator's when a test or a bench is read afterwards."""
+    return [
+        "java",
+        f"-Xmx{heap}",
+        "-Dorg.slf4j.simpleLogger.showDateTime=true",
+        "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+        "-cp",
+        classpath(),
+        main,
+        *args,
+    ]
 
 
 def run_class(

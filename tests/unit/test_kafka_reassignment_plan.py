@@ -91,6 +91,36 @@ def test_a_step_kafka_ended_whose_isr_metadata_does_not_show_yet_is_still_catchi
     assert not p0.in_step
 
 
+def test_a_step_kafka_ended_whose_replicas_metadata_still_shows_is_still_in_its_step() -> None:
+    """Metadata (read first, from a broker's cache) may still list a step's target and the
+    replicas it drops after ListPartitionReassignments (read next, from the controller) has
+    stopped listing it. Read as in flight, every new replica in sync: the pass shrinks it
+    (Kafka drops the replicas itself) and plans nothing from replicas that are gone. Read as
+    settled at ``(1, 2, 3, 4)``, a pass planned the step ``[1, 2, 4]``: broker 4 added back,
+    one more full copy, after the move to ``[1, 2]`` had ended (bench/kafka_reassignment.py)."""
+    mine, started = {("t", 0): [1, 2]}, {("t", 0): [1, 3, 4]}
+    stale = [topic("t", (0, (1, 2, 3, 4), 1, (1, 3, 4, 2)))]
+    read = kr.read_partitions("pr", ["t"], stale, [], mine, {}, {}, {}, started)
+    p0 = read.topics["t"].partitions[0]
+    assert (p0.replicas, p0.adding, p0.removing, p0.target) == ((1, 2, 3, 4), (), (3, 4), (1, 2))
+    assert p0.reassigned_by == "pr" and p0.in_step
+    assert read.claims == {} and read.busy == {}
+    # Its ISR not shown yet either: still catching up.
+    late = [topic("t", (0, (1, 2, 3, 4), 1, (1, 3, 4)))]
+    t = kr.read_partitions("pr", ["t"], late, [], mine, {}, {}, {}, started).topics["t"]
+    assert (t.partitions[0].adding, t.partitions[0].removing) == ((2,), (3, 4))
+    # Once Metadata shows the step's end: settled.
+    fresh = [topic("t", (0, (1, 2), 1, (1, 2)))]
+    t = kr.read_partitions("pr", ["t"], fresh, [], mine, {}, {}, {}, started).topics["t"]
+    assert not t.partitions[0].in_step and t.partitions[0].reassigned_by is None
+    # A step Kafka never ran (refused: the replicas as before it) is not read as running,
+    # so the next pass plans it again; nor are replicas that are neither (someone else's).
+    for shown in ((1, 3, 4), (1, 2, 4)):
+        never = [topic("t", (0, shown, 1, shown))]
+        t = kr.read_partitions("pr", ["t"], never, [], mine, {}, {}, {}, started).topics["t"]
+        assert not t.partitions[0].in_step, shown
+
+
 def test_a_step_submitted_before_a_crash_is_adopted_within_the_resource_s_brokers() -> None:
     meta = [topic("t", (0, (3, 1, 2), 1, (1, 2)))]
     ongoing = [OngoingReassignment("t", 0, (3, 1, 2), adding=(3,), removing=(1,))]

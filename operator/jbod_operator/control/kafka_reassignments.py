@@ -149,11 +149,9 @@ class KafkaReassignments:
                 k: (cfg[k].value or None) if k in cfg else None for k in kr.TOPIC_THROTTLE_KEYS
             }
         status = pr.status
-        mine = (
-            {(e.topic, e.partition): e.target_brokers for e in status.current_batch}
-            if status
-            else {}
-        )
+        batch = status.current_batch if status else []
+        mine = {(e.topic, e.partition): e.target_brokers for e in batch}
+        started_from = {(e.topic, e.partition): e.current_brokers for e in batch}
         adoptable: dict[TP, frozenset[int]] = {}
         if status is not None and status.phase is not None:
             targets = {(t.topic, t.partition): t.replicas for t in pr.spec.partitions}
@@ -161,7 +159,15 @@ class KafkaReassignments:
                 key = (o.topic, o.partition)
                 adoptable[key] = frozenset(o.replicas) | frozenset(targets.get(key, ()))
         read = kr.read_partitions(
-            pr.metadata.name, self.topics, metadata, ongoing, mine, adoptable, min_isr, self.dirs
+            pr.metadata.name,
+            self.topics,
+            metadata,
+            ongoing,
+            mine,
+            adoptable,
+            min_isr,
+            self.dirs,
+            started_from,
         )
         self.seen = {
             (name, p): pv for name, tv in read.topics.items() for p, pv in tv.partitions.items()

@@ -59,10 +59,12 @@ def read_partitions(
     adoptable: Mapping[TP, frozenset[int]],
     min_isr: Mapping[str, int],
     dirs: Mapping[int, BrokerDirs | None],
+    started_from: Mapping[TP, Sequence[int]] | None = None,
 ) -> KafkaPartitions:
     """The partitions of the ``wanted`` topics as entries of record, and every reassignment
     in flight in the cluster that is not this resource's (``name``): ``mine`` maps each step
-    of its current batch to its target brokers. ``adoptable`` gives, for each partition of an
+    of its current batch to its target brokers, ``started_from`` to the brokers it started
+    from (the batch entry's current brokers). ``adoptable`` gives, for each partition of an
     accepted resource, the brokers its original and target replicas are on: a step in flight
     there within those brokers that the status does not list is one this resource submitted
     before an operator died, before it wrote its status (the plan adopts it as the batch);
@@ -72,6 +74,7 @@ def read_partitions(
     entry's target is that list without the removing ones. A partition Kafka reports no
     leader for gets :data:`election.NO_LEADER` (-1); Kafka's leader epoch is not in Metadata
     v12's answer as the client returns it, and the plan only carries it along."""
+    before_step = started_from or {}
     flight = {(o.topic, o.partition): o for o in ongoing}
     busy: dict[int, int] = defaultdict(int)
     claims: dict[TP, str] = {}
@@ -97,7 +100,8 @@ def read_partitions(
             adding = tuple(ongo.adding) if ongo is not None else ()
             ours = ongo is not None and key not in claims
             step = tuple(mine.get(key, ()))
-            if ongo is None and step and set(p.replicas) == set(step):
+            shown = set(p.replicas)
+            if ongo is None and step and shown == set(step):
                 late = tuple(b for b in step if b not in p.isr)
                 if late:
                     # Kafka ended this resource's step (it is no longer in flight), which it
@@ -106,6 +110,22 @@ def read_partitions(
                     # so no pass plans the next step from the old ISR and leader (a pass
                     # right after the step ended planned a leader movement from them).
                     adding, target, ours = late, tuple(p.replicas), True
+            elif (
+                ongo is None
+                and step
+                and shown != set(step)
+                and shown == set(step) | set(before_step.get(key, ()))
+            ):
+                # Kafka no longer lists this resource's step, yet this Metadata (read first,
+                # from a broker's cache) still shows the replicas Kafka lists only while it
+                # runs it: the step's target and the ones it drops. Kafka ended the step
+                # between the two reads. Read as the step still running, so the pass shrinks
+                # it (nothing to send: Kafka drops them itself) instead of planning a next
+                # step from replicas that are gone; a step planned from them once added a
+                # dropped broker back, one more full copy, after the step had ended.
+                adding = tuple(b for b in step if b not in p.isr)
+                removing = tuple(b for b in p.replicas if b not in step)
+                target, ours = step, True
             parts[p.partition] = PartView(
                 topic=t.name,
                 partition=p.partition,
