@@ -17,6 +17,7 @@ from jbod_broker.storage.names import TopicPartition
 from jbod_broker.wire import log_dir_folder, log_dir_short_name
 from tests.integration.counting import CountingProducer, consume_all, fill_bytes, verify
 from tests.kube_cluster import KubeCluster
+from tests.permissions import require_permissions
 
 pytestmark = pytest.mark.e2e
 
@@ -214,7 +215,8 @@ async def test_logdirmove_broker_killed(sc: Scenario) -> None:
     await sc.close_clients()
 
 
-async def test_logdirmove_dest_dir_fails(sc: Scenario) -> None:
+async def test_logdirmove_dest_dir_fails(sc: Scenario, tmp_path: Path) -> None:
+    require_permissions(tmp_path)
     tps = sc.create_topic("orders", partitions=3, rf=1, min_isr=1)
     seed = await fill(sc, tps, 4)
     moves = every_replica_to_other_dir(sc, tps)

@@ -31,6 +31,7 @@ from jbod_broker.wire import log_dir_short_name
 from tests.integration.counting import fill_bytes
 from tests.kube_cluster import KubeCluster
 from tests.operator_harness import wait_for
+from tests.permissions import require_permissions
 
 pytestmark = pytest.mark.e2e
 
@@ -412,9 +413,10 @@ def test_move_into_a_drained_dir(sc: Scenario) -> None:
         delete(sc, "into-drained", "drain-it")
 
 
-def test_offline_dir(sc: Scenario) -> None:
+def test_offline_dir(sc: Scenario, tmp_path: Path) -> None:
     """A target, or a drain source, that is offline: chmod 000 one of a broker's dirs, wait
     until the broker reports it offline, then restore it (a restart brings it back)."""
+    require_permissions(tmp_path)
     assert sc.brokers is not None
     where, _ = placement(sc)
     busy = set(where.values())

@@ -24,6 +24,7 @@ from e2e.scenario import Scenario
 from jbod_broker.wire import log_dir_folder
 from tests.kube_cluster import KubeCluster
 from tests.operator_harness import wait_for
+from tests.permissions import require_permissions
 
 pytestmark = pytest.mark.e2e
 
@@ -233,7 +234,8 @@ def test_cordoned_dir(sc: Scenario) -> None:
         client_run(sc, b, path, False)
 
 
-def test_offline_dir(sc: Scenario) -> None:
+def test_offline_dir(sc: Scenario, tmp_path: Path) -> None:
+    require_permissions(tmp_path)
     b = free_broker(sc, 1)
     keep = replicas(sc, 1)[0]
     assert sc.brokers is not None

@@ -21,6 +21,7 @@ from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch
 from tests.move_helpers import Appender, fill, iter_records, parse_payload, read_values
+from tests.permissions import require_permissions
 
 pytestmark = pytest.mark.integration
 
@@ -29,23 +30,9 @@ NEIGHBOUR = TopicPartition("fail", 1)
 CONFIG = LogConfig(segment_bytes=256 * 1024)
 
 
-def _chmod_works(tmp_path: Path) -> bool:
-    probe = tmp_path / "probe"
-    probe.mkdir()
-    probe.chmod(0)
-    try:
-        os.listdir(probe)
-        return False
-    except PermissionError:
-        return True
-    finally:
-        probe.chmod(0o755)
-
-
 @pytest.fixture
 def setup(tmp_path: Path) -> Iterator[tuple[LogManager, list[str]]]:
-    if not _chmod_works(tmp_path):
-        pytest.skip("chmod 000 does not stop this process: run through scripts/run-tests")
+    require_permissions(tmp_path)
     dirs = [str(tmp_path / f"disk{i}") for i in range(2)]
     lm = LogManager(dirs, broker_id=1, default_config=CONFIG)
     lm.startup()

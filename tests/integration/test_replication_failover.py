@@ -52,6 +52,7 @@ from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch
 from tests.integration.controller_stub import ControllerStub
 from tests.integration.counting import CountingProducer, consume_all, running, verify
+from tests.permissions import require_permissions
 
 pytestmark = pytest.mark.integration
 
@@ -399,20 +400,7 @@ async def test_leader_killed_new_leader_elected_old_leader_truncates_and_rejoins
 @pytest.fixture
 def permissions_enforced(tmp_path: Path) -> None:
     """Skip (saying why) when chmod 000 would not deny access to this process."""
-    probe = tmp_path / "permission-probe"
-    probe.mkdir()
-    probe.chmod(0)
-    try:
-        os.listdir(probe)
-    except PermissionError:
-        return
-    else:
-        pytest.skip(
-            "file permissions are not enforced (root with CAP_DAC_OVERRIDE): run the suite "
-            "with scripts/run-tests, which drops those capabilities"
-        )
-    finally:
-        probe.chmod(0o755)
+    require_permissions(tmp_path)
 
 
 async def test_follower_log_dir_failure_takes_replica_offline_and_out_of_isr(

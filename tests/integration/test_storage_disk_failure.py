@@ -29,6 +29,7 @@ from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition, log_dir_name
 from jbod_broker.storage.records import build_batch, decode_batch, validate_batches
+from tests.permissions import require_permissions
 from tests.tmpfs import close_fds_under, fill_up, mounted_tmpfs, resize_tmpfs
 
 pytestmark = pytest.mark.integration
@@ -149,20 +150,7 @@ class Recorder:
 @pytest.fixture
 def chmod(tmp_path: Path) -> Iterator[Callable[[str, int], None]]:
     """``chmod(path, mode)``, after checking that permissions bind; restores 0o755 at the end."""
-    probe = tmp_path / "permission-probe"
-    probe.mkdir()
-    probe.chmod(0)
-    try:
-        os.listdir(probe)
-    except PermissionError:
-        pass
-    else:
-        pytest.skip(
-            "file permissions are not enforced (running as root with CAP_DAC_OVERRIDE): "
-            "run the suite with scripts/run-tests, which drops those capabilities"
-        )
-    finally:
-        probe.chmod(0o755)
+    require_permissions(tmp_path)
     touched: list[str] = []
 
     def do(path: str, mode: int) -> None:
