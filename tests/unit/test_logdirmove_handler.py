@@ -15,9 +15,15 @@ import asyncio
 import copy
 from typing import Any
 
+import pytest
+
 from jbod_broker import wire
+from jbod_broker.client import BrokerUnavailableError
+from jbod_broker.errors import InvalidRequestError
 from jbod_operator.control.our_brokers import OurBrokersLogDirMoves
 from jbod_operator.handlers.logdirmoves import reconcile_log_dir_move
+from jbod_operator.plan.execution import ActionFailed
+from jbod_operator.plan.logdirmove import SetThrottle
 
 NS, CLUSTER = "kafka", "kip"
 ROOT = "/var/lib/jbod"
@@ -62,9 +68,10 @@ class FakeKube:
 class FakeBroker:
     """Broker 0 with dirs a and b; the topic's replica already sits in b (the move ended)."""
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, refuse_configs: bool = False) -> None:
         self.topic = topic
         self.calls: list[str] = []
+        self.refuse_configs = refuse_configs
 
     def describe(self) -> wire.DescribeLogDirsResponse:
         def dir_(name: str, parts: list[wire.ReplicaDescription]) -> wire.LogDirDescription:
@@ -103,7 +110,9 @@ class FakeBroker:
         )
 
     async def set_configs(self, cfg: Any) -> None:
-        self.calls.append("set-configs")
+        if self.refuse_configs:
+            raise InvalidRequestError("config refused")
+        self.calls.append(f"set-configs {cfg.intra_broker_throttled_rate}")
 
 
 class FakePool:
@@ -146,7 +155,7 @@ def topic(kafka_name: str) -> dict[str, Any]:
     }
 
 
-def moving(kafka_name: str) -> dict[str, Any]:
+def moving(kafka_name: str, **spec: Any) -> dict[str, Any]:
     return {
         "metadata": {
             "name": "to-b",
@@ -158,6 +167,7 @@ def moving(kafka_name: str) -> dict[str, Any]:
         "spec": {
             "clusterName": CLUSTER,
             "moves": [{"brokerId": 0, "topic": kafka_name, "partition": 0, "logDir": "b"}],
+            **spec,
         },
         "status": {
             "phase": "Moving",
@@ -177,17 +187,20 @@ def moving(kafka_name: str) -> dict[str, Any]:
     }
 
 
-def run_pass(kafka_name: str) -> tuple[FakeKube, FakeBroker, Any]:
+def run_pass(
+    kafka_name: str, broker: FakeBroker | None = None, spec: dict[str, Any] | None = None
+) -> tuple[FakeKube, FakeBroker, Any]:
+    spec = spec or {}
     kube = FakeKube(
         {
             "brokerclusters": [{"metadata": {"name": CLUSTER}, "spec": {"replicas": 1}}],
             "topics": [topic(kafka_name)],
-            "logdirmoves": [moving(kafka_name)],
+            "logdirmoves": [moving(kafka_name, **spec)],
         }
     )
-    broker = FakeBroker(kafka_name)
+    broker = broker or FakeBroker(kafka_name)
     ours = OurBrokersLogDirMoves(kube, FakePool(broker), NS, CLUSTER)  # type: ignore[arg-type]
-    outcome = asyncio.run(reconcile_log_dir_move(kube, ours, moving(kafka_name)))  # type: ignore[arg-type]
+    outcome = asyncio.run(reconcile_log_dir_move(kube, ours, moving(kafka_name, **spec)))  # type: ignore[arg-type]
     return kube, broker, outcome
 
 
@@ -205,3 +218,60 @@ def test_a_pass_writes_the_moves_status_once() -> None:
     assert kube.status_writes[-1][2] == outcome.status
     # Verified from describe-log-dirs: nothing was sent to the broker's move engine.
     assert broker.calls == ["describe-replica-log-dirs"]
+
+
+def test_a_lift_the_broker_did_not_take_is_not_recorded_and_the_next_pass_lifts_it() -> None:
+    """The move ended, and its copy throttle is lifted. A live broker that refused the lift
+    would keep throttling its later copies until a restart, under a status saying the move
+    is over: the pass stops unrecorded, still active, and the next one lifts it."""
+    throttled = {"throttleBytesPerSecond": 1 << 20}
+    refusing = FakeBroker("clicks", refuse_configs=True)
+    kube, _, outcome = run_pass("clicks", refusing, throttled)
+    assert outcome.active and outcome.status["phase"] == "Moving"
+    assert [res for res, _, _ in kube.status_writes if res == "logdirmoves"] == []
+    kube, broker, outcome = run_pass("clicks", spec=throttled)
+    assert outcome.status["phase"] == "Succeeded"
+    assert broker.calls[-1] == "set-configs 0"
+
+
+class ThrottleClient:
+    def __init__(self, answer: Exception | None) -> None:
+        self.answer = answer
+        self.rates: list[int] = []
+
+    async def set_configs(self, cfg: wire.ThrottleConfig) -> None:
+        if self.answer is not None:
+            raise self.answer
+        self.rates.append(cfg.intra_broker_throttled_rate or 0)
+
+
+class ThrottlePool:
+    """Broker 1 answers but refuses, broker 2 is down, broker 3 takes the write."""
+
+    def __init__(self) -> None:
+        self.clients = {
+            1: ThrottleClient(InvalidRequestError("config refused")),
+            2: ThrottleClient(BrokerUnavailableError("connection refused")),
+            3: ThrottleClient(None),
+        }
+
+    async def client(self, ns: str, cluster: str, b: int) -> ThrottleClient:
+        return self.clients[b]
+
+    async def describe(self, ns: str, cluster: str, ids: list[int]) -> dict[int, object | None]:
+        return {b: None if b == 2 else object() for b in ids}
+
+
+def test_a_copy_throttle_a_live_broker_did_not_take_raises_once_the_others_have_it() -> None:
+    """A broker that is down forgets the throttle when it restarts: passed over. A live one
+    that did not take it keeps what it had: named in :class:`ActionFailed`, raised after the
+    other brokers were written."""
+    pool = ThrottlePool()
+    ours = OurBrokersLogDirMoves(None, pool, NS, CLUSTER)  # type: ignore[arg-type]
+    with pytest.raises(ActionFailed, match="broker 1") as failed:
+        asyncio.run(ours.set_throttle(SetThrottle((1, 2, 3), 0)))
+    assert "broker 2" not in str(failed.value)
+    assert pool.clients[3].rates == [0]
+    pool.clients[1].answer = None
+    asyncio.run(ours.set_throttle(SetThrottle((1, 2, 3), 0)))  # the next pass lifts it
+    assert pool.clients[1].rates == [0]

@@ -171,14 +171,27 @@ class OurBrokersLogDirMoves:
                 log.warning("cancel not delivered", extra={"broker": b, "error": str(err)})
 
     async def set_throttle(self, action: SetThrottle) -> None:
+        """The copy rate on each broker. One that is down forgets it when it restarts, so it
+        is passed over; a live one that did not take it keeps what it had (at the end, a lift
+        that failed would throttle its later copies until a restart, under a status saying
+        the move is over). So a write a live broker refused or did not answer raises
+        :class:`ActionFailed` once the others were tried: the pass is not recorded and the
+        next one writes it again (the rule of the reassignment throttles)."""
+        failed: list[str] = []
         for b in action.brokers:
             try:
                 client = await self.pool.client(self.ns, self.cluster, b)
                 await client.set_configs(
                     wire.ThrottleConfig(intra_broker_throttled_rate=action.rate)
                 )
-            except KafkaError:
-                continue
+            except KafkaError as err:
+                answers = (await self.pool.describe(self.ns, self.cluster, [b])).get(b)
+                if answers is None:
+                    log.warning("copy throttle not set: broker not live", extra={"broker": b})
+                    continue
+                failed.append(f"broker {b}: {err}")
+        if failed:
+            raise ActionFailed("copy throttle not set: " + "; ".join(failed))
 
     async def cordon(self, action: Cordon) -> None:
         b = action.drain.broker_id

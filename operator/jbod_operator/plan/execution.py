@@ -158,9 +158,11 @@ class LogDirMoveExecutor(Protocol):
         ...
 
     async def set_throttle(self, action: SetThrottle) -> None:
-        """The intra-broker copy rate on these brokers (0 lifts it). Where the rate outlives
-        the move unless lifted (Kafka keeps it in its metadata), a write that failed raises
-        :class:`ActionFailed`; where the brokers forget it on restart, best effort."""
+        """The intra-broker copy rate on these brokers (0 lifts it). A write a live broker did
+        not take raises :class:`ActionFailed` once the others were tried (Kafka keeps the
+        rate in its metadata until it is lifted; our brokers keep it until they restart).
+        A broker that is down is passed over where it forgets the rate when it restarts
+        (ours), and where a config written for it would wait for it (KAFKA-13392)."""
         ...
 
     async def cordon(self, action: Cordon) -> None:
