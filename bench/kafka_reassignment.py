@@ -18,11 +18,10 @@ ProducerPerformance. Each move takes every partition from brokers 1,2 to 3,4 (``
 - ``ours``: a PartitionReassignment of the same plan with incremental limits (``--partition-
   movements`` 4 partitions per batch, half of Kafka's 8; ``--replica-movements`` 2: a partition
   is two KIP-435 steps, the new leader added and elected, then the second new replica added and
-  both old ones dropped; ``--leader-movements`` 2, half the partitions, so that from the second
-  batch on each batch holds two leader steps and two second steps: 5 batches, at most 4 new
-  replicas copying at a time against Kafka's 16, each on its own fetcher pair; with as many
-  leader movements as partitions every first step of a batch copies between the same two pairs
-  of brokers, and the producer's p99 measured higher, docs/benchmarks.md, session 34),
+  both old ones dropped; ``--leader-movements`` as many as partitions: 4 batches, 4 new
+  replicas copying at a time against Kafka's 16; with half as many, each batch from the second
+  on holds two leader steps and two second steps, 5 batches over four fetcher pairs instead of
+  two: better p99 in quick runs, worse in full ones, docs/benchmarks.md, session 34),
   applied straight to the API server; the operator executes it through Kafka's Admin API. Each
   batch boundary costs the operator a few passes (``gap_s``: the time inside a move when Kafka
   has nothing of it in flight).
@@ -344,9 +343,9 @@ def our_manifest(
 
 def our_limits(args: argparse.Namespace) -> dict[str, int]:
     """The PartitionReassignment's limits: ``--partition-movements`` partitions per batch,
-    ``--leader-movements`` of them leader steps (half by default), ``--replica-movements`` per
+    ``--leader-movements`` of them leader steps (all by default), ``--replica-movements`` per
     step, the throttle when given."""
-    leaders = args.leader_movements or max(1, args.partition_movements // 2)
+    leaders = args.leader_movements or args.partition_movements
     limits = {
         "maxConcurrentPartitionMovements": args.partition_movements,
         "maxConcurrentReplicaMovements": args.replica_movements,
@@ -535,7 +534,7 @@ def main() -> int:
     ap.add_argument("--settle-seconds", type=float, default=None, help="4 (quick: 3)")
     ap.add_argument("--partition-movements", type=int, default=4)
     ap.add_argument("--replica-movements", type=int, default=2)
-    ap.add_argument("--leader-movements", type=int, default=None, help="default: half of those")
+    ap.add_argument("--leader-movements", type=int, default=None, help="default: as partitions")
     ap.add_argument("--throttle-mib", type=float, default=None, help="ours; none by default")
     ap.add_argument("--poll-seconds", type=float, default=None, help="default: the operator's")
     ap.add_argument("--move-timeout", type=float, default=600)
