@@ -119,6 +119,12 @@ def test_a_step_kafka_ended_whose_replicas_metadata_still_shows_is_still_in_its_
         never = [topic("t", (0, shown, 1, shown))]
         t = kr.read_partitions("pr", ["t"], never, [], mine, {}, {}, {}, started).topics["t"]
         assert not t.partitions[0].in_step, shown
+    # A step that only drops (``(1, 2, 4) -> (1, 2)``) ends at once on Kafka: its replicas as
+    # before it mean the request was not taken, and the next pass must send it again.
+    drop = [topic("t", (0, (1, 2, 4), 1, (1, 2, 4)))]
+    was = {("t", 0): [1, 2, 4]}
+    t = kr.read_partitions("pr", ["t"], drop, [], mine, {}, {}, {}, was).topics["t"]
+    assert not t.partitions[0].in_step
 
 
 def test_a_step_submitted_before_a_crash_is_adopted_within_the_resource_s_brokers() -> None:

@@ -100,7 +100,7 @@ def read_partitions(
             adding = tuple(ongo.adding) if ongo is not None else ()
             ours = ongo is not None and key not in claims
             step = tuple(mine.get(key, ()))
-            shown = set(p.replicas)
+            shown, started = set(p.replicas), set(before_step.get(key, ()))
             if ongo is None and step and shown == set(step):
                 late = tuple(b for b in step if b not in p.isr)
                 if late:
@@ -112,9 +112,9 @@ def read_partitions(
                     adding, target, ours = late, tuple(p.replicas), True
             elif (
                 ongo is None
-                and step
+                and set(step) - started
                 and shown != set(step)
-                and shown == set(step) | set(before_step.get(key, ()))
+                and shown == set(step) | started
             ):
                 # Kafka no longer lists this resource's step, yet this Metadata (read first,
                 # from a broker's cache) still shows the replicas Kafka lists only while it
@@ -122,7 +122,10 @@ def read_partitions(
                 # between the two reads. Read as the step still running, so the pass shrinks
                 # it (nothing to send: Kafka drops them itself) instead of planning a next
                 # step from replicas that are gone; a step planned from them once added a
-                # dropped broker back, one more full copy, after the step had ended.
+                # dropped broker back, one more full copy, after the step had ended. Only a
+                # step that adds a replica runs: a step that only drops ends at once, so its
+                # replicas as before it mean it was not taken (a failed request), and the
+                # next pass plans it again; read as running, nothing would ever resend it.
                 adding = tuple(b for b in step if b not in p.isr)
                 removing = tuple(b for b in p.replicas if b not in step)
                 target, ours = step, True
