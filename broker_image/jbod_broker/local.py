@@ -24,6 +24,11 @@ from . import wire
 from .client import BrokerClient
 from .storage.names import new_topic_id
 
+READY_TIMEOUT_S = 60.0
+"""How long a started broker may take to answer ``/readyz``. A condition polled every 50 ms,
+so a healthy start (a second or two) never waits for it; 30 s was once too short for a
+process that imports its packages on a 2-core machine busy with five JVMs."""
+
 _EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
 _PICKABLE = (10000, 65535)
 _handed_out: set[int] = set()
@@ -133,7 +138,7 @@ class LocalBroker:
         with open(self.config_path, "w", encoding="utf-8") as f:
             f.writelines(f"{k}={v}\n" for k, v in props.items())
 
-    def start(self, *, wait: bool = True, timeout_s: float = 30) -> None:
+    def start(self, *, wait: bool = True, timeout_s: float = READY_TIMEOUT_S) -> None:
         self.write_config()
         env = {k: v for k, v in os.environ.items() if not k.startswith("JBOD_")}
         logf = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
@@ -154,7 +159,7 @@ class LocalBroker:
         n = self.open_file_limit
         resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
 
-    def wait_ready(self, timeout_s: float = 30) -> None:
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:

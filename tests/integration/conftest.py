@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.kafka_jars import KafkaCluster, KafkaJarsMissing, classpath
+from tests.kafka_jars import QUICK_START_JVM, KafkaCluster, KafkaJarsMissing, classpath
 from tests.kube_cluster import KubeBinariesMissing, KubeCluster
 from tests.task_dump import _dump_tasks_before_timeout  # noqa: F401  (autouse)
 
@@ -59,5 +59,6 @@ def kafka_jbod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluste
         log_dirs=JBOD_LOG_DIRS,
         heap=JBOD_HEAP,
         settings=JBOD_SETTINGS,
+        jvm_options=QUICK_START_JVM,
     ) as kafka:
         yield kafka

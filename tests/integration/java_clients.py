@@ -25,7 +25,7 @@ import pytest
 
 from jbod_broker.local import LocalCluster
 from tests.integration.controller_stub import ControllerStub
-from tests.kafka_jars import JAVA_SOURCES, java_command
+from tests.kafka_jars import JAVA_SOURCES, QUICK_START_JVM, java_command
 
 TS0 = 1_700_000_000_000
 """``CountingProducer.TS0``: record n carries timestamp TS0 + n."""
@@ -117,7 +117,9 @@ class JavaProducer:
         args = [bootstrap, topic, str(partitions), str(count), ",".join(codecs), str(pace_ms)]
         args += [f"{k}={v}" for k, v in (settings or {}).items()]
         proc = await asyncio.create_subprocess_exec(
-            *java_command(str(JAVA_SOURCES / "CountingProducer.java"), args),
+            *java_command(
+                str(JAVA_SOURCES / "CountingProducer.java"), args, jvm_options=QUICK_START_JVM
+            ),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
@@ -170,7 +172,9 @@ async def consume(bootstrap: str, topic: str, partitions: int) -> list[Consumed]
     offsets it saw at its start."""
     proc = await asyncio.create_subprocess_exec(
         *java_command(
-            str(JAVA_SOURCES / "AssignedConsumer.java"), [bootstrap, topic, str(partitions)]
+            str(JAVA_SOURCES / "AssignedConsumer.java"),
+            [bootstrap, topic, str(partitions)],
+            jvm_options=QUICK_START_JVM,
         ),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -15,6 +15,7 @@ import pytest
 
 from tests.kafka_jars import (
     PRODUCER_PERFORMANCE,
+    QUICK_START_JVM,
     TOPIC_COMMAND,
     KafkaCluster,
     KafkaJarsMissing,
@@ -34,7 +35,7 @@ def _jars() -> None:
 
 
 def test_kafka_broker_starts_takes_a_topic_and_records_then_stops(tmp_path: Path) -> None:
-    with KafkaCluster(tmp_path) as kafka:
+    with KafkaCluster(tmp_path, jvm_options=QUICK_START_JVM) as kafka:
         node = kafka.nodes[0]
         run_class(
             TOPIC_COMMAND,

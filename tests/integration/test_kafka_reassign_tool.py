@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kafka_jars import TOPIC_COMMAND, KafkaCluster, run_class
+from tests.kafka_jars import QUICK_START_JVM, TOPIC_COMMAND, KafkaCluster, run_class
 from tests.kafka_reassign import execute, moves_in_flight, reassign_and_wait, tool_plan, verify
 
 with warnings.catch_warnings():
@@ -27,7 +27,9 @@ THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.thro
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    with KafkaCluster(tmp_path_factory.mktemp("kafka"), nodes=3, heap="384m") as k:
+    with KafkaCluster(
+        tmp_path_factory.mktemp("kafka"), nodes=3, heap="384m", jvm_options=QUICK_START_JVM
+    ) as k:
         run_class(
             TOPIC_COMMAND,
             "--bootstrap-server",
