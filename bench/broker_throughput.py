@@ -66,6 +66,7 @@ from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch, iter_batches
 from tests.integration.controller_stub import ControllerStub
+from tests.proc_cpu import cpu_seconds
 
 MiB = 1024 * 1024
 RECORD_BYTES = 1024
@@ -85,16 +86,6 @@ def make_batches(count: int) -> list[bytes]:
         records = [(b"key-%d-%d" % (i, j), payload) for j in range(BATCH_RECORDS)]
         out.append(build_batch(records))
     return out
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all threads), from /proc."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def mb_s(nbytes: int, secs: float) -> float:

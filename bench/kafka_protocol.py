@@ -53,6 +53,7 @@ from tests.kafka_jars import (
     parse_producer_performance,
     run_class,
 )
+from tests.proc_cpu import cpu_seconds
 
 MiB = 1024 * 1024
 RECORD_BYTES = 1024
@@ -96,16 +97,6 @@ sides), over a topic with min.insync.replicas=2."""
 
 def log(msg: str) -> None:
     print(f"[kafka_protocol] {msg}", file=sys.stderr, flush=True)
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all threads), from /proc."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass

@@ -168,6 +168,12 @@ class KubeCluster:
         self.etcd_url = ""
         self._procs: list[tuple[str, subprocess.Popen[bytes], IO[bytes]]] = []
 
+    @property
+    def pids(self) -> dict[str, int]:
+        """The running processes by name (``etcd``, ``kube-apiserver``): what a bench charges
+        the API server's CPU to."""
+        return {name: proc.pid for name, proc, _log in self._procs if proc.poll() is None}
+
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> KubeCluster:
         self.start()
