@@ -680,6 +680,7 @@ def main() -> int:
                 "most_in_flight": r["most_in_flight"],
                 "gaps": r["gaps"],
                 "gap_s": r["gap_s"],
+                "cpu_s": r["cpu_s"],
                 "idle_p99_ms": r["idle"]["p99_ms"],
             }
             for r in runs
