@@ -34,12 +34,14 @@ demo: setup
 	$(BIN)/python scripts/demo.py
 
 # What CI runs: every tier. scripts/run-tests drops the root's permission override so that
-# chmod 000 really fails a disk, as it would for the non-root broker in its image.
+# chmod 000 really fails a disk, as it would for the non-root broker in its image. The unit tier
+# runs on two workers (pytest-xdist); the others one test at a time, as they start processes.
 test: setup
-	scripts/run-tests tests e2e
+	scripts/run-tests tests/unit -n 2
+	scripts/run-tests tests/integration e2e
 
 unit: setup
-	scripts/run-tests tests/unit
+	scripts/run-tests tests/unit -n 2
 
 integration: setup
 	scripts/run-tests tests/integration
