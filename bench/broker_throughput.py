@@ -66,7 +66,7 @@ from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch, iter_batches
 from tests.integration.controller_stub import ControllerStub
-from tests.proc_cpu import cpu_seconds
+from tests.proc_cpu import total_cpu_seconds
 
 MiB = 1024 * 1024
 RECORD_BYTES = 1024
@@ -229,13 +229,13 @@ async def produce(
             res.records += BATCH_RECORDS
             res.requests += 1
 
-    cpu0 = sum(cpu_seconds(p) for p in pids)
+    cpu0 = total_cpu_seconds(pids)
     c0 = time.process_time()
     t0 = time.perf_counter()
     await asyncio.gather(*(one(k) for k in range(producers)))
     res.secs = time.perf_counter() - t0
     res.client_cpu_s = time.process_time() - c0
-    res.broker_cpu_s = sum(cpu_seconds(p) for p in pids) - cpu0
+    res.broker_cpu_s = total_cpu_seconds(pids) - cpu0
     return res
 
 
@@ -271,13 +271,13 @@ async def consume(
             res.nbytes += len(data)
             res.requests += 1
 
-    cpu0 = sum(cpu_seconds(p) for p in pids)
+    cpu0 = total_cpu_seconds(pids)
     c0 = time.process_time()
     t0 = time.perf_counter()
     await asyncio.gather(*(one(t) for t in targets))
     res.secs = time.perf_counter() - t0
     res.client_cpu_s = time.process_time() - c0
-    res.broker_cpu_s = sum(cpu_seconds(p) for p in pids) - cpu0
+    res.broker_cpu_s = total_cpu_seconds(pids) - cpu0
     if res.records != expect_records:
         raise RuntimeError(f"consumed {res.records} records, acknowledged {expect_records}")
     return res

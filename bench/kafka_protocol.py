@@ -53,7 +53,7 @@ from tests.kafka_jars import (
     parse_producer_performance,
     run_class,
 )
-from tests.proc_cpu import cpu_seconds
+from tests.proc_cpu import total_cpu_seconds
 
 MiB = 1024 * 1024
 RECORD_BYTES = 1024
@@ -109,11 +109,11 @@ class Phase:
 
 
 def measured(pids: Sequence[int], run: Callable[[], dict[str, float]]) -> Phase:
-    cpu0 = sum(cpu_seconds(p) for p in pids)
+    cpu0 = total_cpu_seconds(pids)
     t0 = time.perf_counter()
     figures = run()
     secs = time.perf_counter() - t0
-    return Phase(figures, sum(cpu_seconds(p) for p in pids) - cpu0, secs)
+    return Phase(figures, total_cpu_seconds(pids) - cpu0, secs)
 
 
 def produce(
