@@ -34,11 +34,14 @@ demo: setup
 	$(BIN)/python scripts/demo.py
 
 # What CI runs: every tier. scripts/run-tests drops the root's permission override so that
-# chmod 000 really fails a disk, as it would for the non-root broker in its image. The unit tier
-# runs on two workers (pytest-xdist); the others one test at a time, as they start processes.
+# chmod 000 really fails a disk, as it would for the non-root broker in its image. Every tier
+# runs on two workers (pytest-xdist); integration and e2e share them out a module at a time,
+# Apache Kafka's modules one after another, and the tests that measure time run last, alone
+# (tests/tiers.py says why).
 test: setup
 	scripts/run-tests tests/unit -n 2
-	scripts/run-tests tests/integration e2e
+	scripts/run-tests tests/integration e2e -n 2 --dist loadfile -m "not serial"
+	scripts/run-tests tests/integration e2e -m serial
 
 unit: setup
 	scripts/run-tests tests/unit -n 2

@@ -18,8 +18,9 @@ from jbod_broker import wire
 from jbod_broker.errors import StaleControllerEpochError
 from tests.integration.counting import CountingProducer, consume_all, verify
 from tests.kube_cluster import KubeCluster
+from tests.tiers import SERIAL
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, SERIAL]
 
 
 @pytest.fixture

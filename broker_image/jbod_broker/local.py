@@ -44,6 +44,27 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
+PORT_SLICE_ENV = "JBOD_PORT_SLICE"
+"""``"i/n"``: pick only ports ``p`` with ``p % n == i``. Runs that share a machine (the test
+tiers on several workers) each take their own slice, so no two of them pick the same port; child
+processes inherit it."""
+
+
+def _port_slice() -> tuple[int, int]:
+    """``(i, n)`` from :data:`PORT_SLICE_ENV`, ``(0, 1)`` (every port) when unset."""
+    raw = os.environ.get(PORT_SLICE_ENV, "")
+    if not raw:
+        return 0, 1
+    i, _, n = raw.partition("/")
+    try:
+        index, count = int(i), int(n)
+    except ValueError:
+        raise ValueError(f"{PORT_SLICE_ENV}={raw!r}: expected i/n, e.g. 0/2") from None
+    if not 0 <= index < count:
+        raise ValueError(f"{PORT_SLICE_ENV}={raw!r}: i must be in 0..n-1")
+    return index, count
+
+
 def free_port() -> int:
     """A loopback port nothing listens on, for a process started later to bind.
 
@@ -51,13 +72,16 @@ def free_port() -> int:
     free for the kernel to give to the next outgoing connection, and with hundreds of client
     connections in a test run one did land on a broker's port before it bound (address already
     in use). Outside that range only another explicit pick can take it, and this process never
-    hands the same port out twice.
+    hands the same port out twice. Another process picking at the same time is kept apart by
+    :data:`PORT_SLICE_ENV`.
     """
     lo, hi = _ephemeral_range()
+    index, count = _port_slice()
     rng = secrets.SystemRandom()
     for _ in range(1000):
         port = rng.randrange(*_PICKABLE)
-        if lo <= port <= hi or port in _handed_out:
+        port += (index - port) % count
+        if port >= _PICKABLE[1] or lo <= port <= hi or port in _handed_out:
             continue
         with socket.socket() as s:
             try:

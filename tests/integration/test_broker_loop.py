@@ -22,8 +22,9 @@ from jbod_broker import wire
 from jbod_broker.client import BrokerClient
 from jbod_broker.errors import InvalidRequestError
 from jbod_broker.local import LocalBroker, write_token
+from tests.tiers import SERIAL
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, SERIAL]
 
 READY_WITHIN_S = 0.1
 

@@ -43,8 +43,9 @@ from jbod_broker.config import BrokerConfig
 from jbod_broker.local import LocalBroker, lead_alone, write_token
 from jbod_broker.storage.records import build_batch
 from tests.integration.test_broker_loop import READY_WITHIN_S, ReadyzProbe
+from tests.tiers import SERIAL
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, SERIAL]
 
 MiB = 1 << 20
 TOPIC = "memory"

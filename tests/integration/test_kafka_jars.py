@@ -23,6 +23,8 @@ from tests.kafka_jars import (
     run_class,
 )
 
+pytestmark = pytest.mark.integration
+
 RECORDS = 5000
 
 

@@ -126,10 +126,17 @@ def test_a_throttled_move_shows_progress_cancels_and_ends_with_no_throttle_left(
 
         assert (await ex.start(Start(replica, there.path))).answer == StartAnswer.ACCEPTED
         assert await ex.wait_for_a_move_to_end({1: [(topic, 0)]}, 2.0) is True
-        (info,) = await ex.describe_moves(1, [(topic, 0)])
-        assert info.state in (wire.MoveState.COPYING, wire.MoveState.CATCHING_UP)
-        assert (info.current_log_dir, info.future_log_dir) == (here.path, there.path)
-        assert 0 < info.bytes_copied < info.bytes_total
+        # The rate is the future copy's growth between two reads: on a busy machine the copy
+        # can stall between two of them (rate 0, no ETA, truthfully), so read until it moved.
+        deadline = time.monotonic() + 30
+        while True:
+            (info,) = await ex.describe_moves(1, [(topic, 0)])
+            assert info.state in (wire.MoveState.COPYING, wire.MoveState.CATCHING_UP)
+            assert (info.current_log_dir, info.future_log_dir) == (here.path, there.path)
+            assert 0 < info.bytes_copied < info.bytes_total
+            if info.rate_bytes_per_sec > 0 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
         assert info.rate_bytes_per_sec > 0 and info.eta_seconds is not None
 
         await ex.cancel(CancelMoves((replica,)))

@@ -23,6 +23,8 @@ from jbod_operator.plan.kafka_types import ConfigKind
 from jbod_operator.plan.reassignment import PartView, Tell, Throttle, WritePartition
 from tests.kafka_jars import KafkaCluster
 
+pytestmark = pytest.mark.integration
+
 with warnings.catch_warnings():  # kafka-python 3.0's import warns on Python 3.11
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaProducer

@@ -17,8 +17,9 @@ from jbod_broker import wire
 from jbod_broker.client import BrokerClient
 from jbod_broker.local import LocalCluster, lead_alone
 from jbod_broker.storage.records import build_batch
+from tests.tiers import SERIAL
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, SERIAL]
 
 TOPIC = "lp"
 

@@ -44,3 +44,20 @@ def test_a_port_something_listens_on_is_skipped(
     port = local.free_port()
     assert port != listening
     assert port in (listening + 1, listening + 2, listening + 3)
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_a_slice_picks_only_its_own_ports(index: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two test workers on one machine never pick the same port (make test's parallel tier)."""
+    monkeypatch.setenv(local.PORT_SLICE_ENV, f"{index}/3")
+    lo, hi = local._ephemeral_range()
+    ports = [local.free_port() for _ in range(300)]
+    assert {p % 3 for p in ports} == {index}
+    assert not [p for p in ports if lo <= p <= hi]
+
+
+@pytest.mark.parametrize("raw", ["2/2", "x/2", "1", "-1/2", "0/0"])
+def test_a_bad_slice_is_refused_naming_it(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(local.PORT_SLICE_ENV, raw)
+    with pytest.raises(ValueError, match=local.PORT_SLICE_ENV):
+        local.free_port()
