@@ -26,15 +26,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if (
-            "kafka_jbod" in getattr(item, "fixturenames", ())
-            and unit_of_work(item.nodeid) != KAFKA_JVMS
-        ):
-            raise pytest.UsageError(
-                f"{item.nodeid} starts Apache Kafka (kafka_jbod): list its module in "
-                "tests.tiers.KAFKA_JVM_MODULES so that it never runs beside another Kafka cluster"
-            )
     # Stable: a module's tests keep their order. The scheduler queues units in this order.
     items.sort(
         key=lambda i: (unit_of_work(i.nodeid) != KAFKA_JVMS, not i.nodeid.startswith("e2e/"))

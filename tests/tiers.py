@@ -7,8 +7,9 @@ tests run in order on one worker. Two rules refine that:
 
 - :data:`KAFKA_JVM_MODULES` start Apache Kafka (one controller and four brokers: five JVMs).
   They form one unit, so two Kafka clusters never start side by side on a 2-core machine; the
-  other worker runs our own, lighter tests meanwhile. Collection fails for a module that uses
-  the ``kafka_jbod`` fixture and is not listed.
+  other worker runs our own, lighter tests meanwhile. ``tests/unit/test_tiers.py`` fails when a
+  module that starts Kafka (the ``kafka_jbod`` fixture or its own ``KafkaCluster``) is not
+  listed.
 - :data:`SERIAL` marks modules that measure time (an event loop that answers within 100 ms, a
   failover within 10 s, a long poll that ends within seconds). A second worker's load would
   measure the machine, not the code: `make test` runs them afterwards, alone.
