@@ -415,10 +415,16 @@ class KubeCluster:
 # ---------------------------------------------------------------------------------------------
 
 
-def wait_for(fn: Callable[[], T | None], timeout: float = 60, what: str = "condition") -> T:
-    """Poll ``fn`` until it returns something truthy, which is returned. The API server and the
-    operator are eventually consistent, so errors while polling are retried; a timeout names
-    ``what`` was awaited and the last result or error."""
+def wait_for(
+    fn: Callable[[], T | None],
+    timeout: float = 60,
+    what: str = "condition",
+    *,
+    interval: float = 0.2,
+) -> T:
+    """Poll ``fn`` every ``interval`` seconds until it returns something truthy, which is
+    returned. The API server and the operator are eventually consistent, so errors while
+    polling are retried; a timeout names ``what`` was awaited and the last result or error."""
     deadline = time.monotonic() + timeout
     last: object = None
     while time.monotonic() < deadline:
@@ -429,7 +435,7 @@ def wait_for(fn: Callable[[], T | None], timeout: float = 60, what: str = "condi
             last = result
         except Exception as e:  # keep polling through transient errors, report the last
             last = e
-        time.sleep(0.2)
+        time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
