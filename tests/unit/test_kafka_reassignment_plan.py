@@ -191,6 +191,17 @@ def test_elections_where_the_written_leader_is_the_first_replica_and_not_kafka_s
     assert kr.to_elect([("t", 0)], {("t", 0): view((1, 2), leader=2)}, seen) == []
 
 
+def test_a_step_written_with_an_election_asks_for_it_unless_the_first_replica_is_new() -> None:
+    """The step after one that ended led by another replica goes out with the election: the
+    written entry adds a replica and is led by its first one, which Kafka does not report
+    leading yet. A first replica that the entry itself adds cannot lead: nothing is asked."""
+    seen = {("t", 0): view((3, 1, 2), leader=1)}
+    step = view((3, 1, 2, 4), leader=3, adding=(4,), removing=(1, 2), target=(3, 4))
+    assert kr.to_elect([("t", 0)], {("t", 0): step}, seen) == [("t", 0)]
+    new_first = view((4, 1, 2), leader=4, adding=(4,), removing=(2,), target=(4, 1))
+    assert kr.to_elect([("t", 0)], {("t", 0): new_first}, {("t", 0): view((1, 2))}) == []
+
+
 def test_throttles_as_kafka_s_tool_sets_them_and_lifted_to_nothing() -> None:
     acts = [
         Throttle(1, 1000, frozenset({("t", 0), ("t", 3)}), frozenset()),

@@ -1547,38 +1547,97 @@ def test_the_partition_limit_counts_partitions_other_reassignments_move() -> Non
     ]
 
 
-def test_a_step_that_ends_led_by_another_replica_ends_once_its_first_replica_leads() -> None:
-    """On Kafka a step's end keeps a leader that stays (our shrink elects the target's first
-    replica): the first replica is elected (written with a new leader epoch, then told), and
-    the step ends only once it leads, so the next batch starts from the leaders the planner
-    counts on; until then the partition says why, and the election is asked again (on Kafka
-    the metadata read may lag the election)."""
+def _ended_led_by(w: World, step: tuple[int, ...], leader: int) -> PartView:
+    """Kafka ended t-0's step by itself: the step's target in order, ``leader`` leading (on
+    Kafka a step's end keeps a leader that stays; our shrink elects the first replica)."""
+    pv = w.part(T0)
+    for b in step:
+        if w.where(b, T0) is None:
+            w.held[b]["a"][T0] = SIZE
+    ended = replace(pv, replicas=step, dirs=tuple(path(b, "a") for b in step), isr=step)
+    seen = replace(ended, leader=leader, adding=(), removing=(), target=(), reassigned_by=None)
+    w.set_part(seen)
+    return seen
+
+
+def test_a_step_that_ends_led_by_another_replica_elects_it_and_the_next_batch_starts() -> None:
+    """The pass that sees the step's end writes its first replica's election (a new leader
+    epoch, told) and, that being the batch's last act, starts the next batch from the entry
+    as written: the next step goes out led by the first replica, as ``plan_all`` counts on,
+    and Kafka is asked to elect it (the step is submitted first). A later read that still
+    shows the old leader changes nothing: the step is in flight."""
     w = world()
-    pr = started(w, reassign([("t", 0, [3, 1, 2])]))
+    pr = started(w, reassign([("t", 0, [3, 4, 5])], maxConcurrentReplicaMovements=2))
     (entry,) = pr.status.current_batch if pr.status else []
     step = tuple(entry.target_brokers)
-    assert step[0] == 3 and 0 in step  # the step adds 3 first; 0 goes in the next one
-    # Kafka ended the step by itself: the step's target in order, broker 0 still leading.
-    pv = w.part(T0)
-    w.held[3]["a"][T0] = SIZE
-    ended = replace(pv, replicas=step, dirs=tuple(path(b, "a") for b in step), isr=step)
-    w.set_part(replace(ended, leader=0, adding=(), removing=(), target=(), reassigned_by=None))
+    assert step == (3, 0, 1, 2)  # the new preferred leader added alone
+    seen = _ended_led_by(w, step, leader=0)
+    pr, d = w.step(pr)
+    elected, nxt = writes(d)
+    assert (elected.leader, elected.leader_epoch, elected.replicas) == (3, 4, step)
+    assert (nxt.leader, nxt.adding, nxt.removing, nxt.target) == (3, (4,), (0, 1), (3, 4, 2))
+    assert Tell("t", 0, frozenset(step)) in d.actions
+    assert Tell("t", 0, frozenset({*step, 4}), frozenset({4})) in d.actions
+    assert [e[1] for e in d.events] == ["BatchFinished", "BatchStarted"]
+    assert d.status.batch == 2 and state_of(d, T0) == S.ADDING and d.status.phase == P.RUNNING
+    assert detail(d, T0).message == "new replicas on brokers [4] catching up"
+    # On Kafka: the step submitted, then the first replica elected.
+    sub = kr.submit([WritePartition("t", v) for v in writes(d)], {T0: seen})
+    assert (sub.targets, sub.cancels) == ({T0: (3, 4, 2)}, ())
+    assert kr.to_elect([T0], {T0: nxt}, {T0: seen}) == [T0]
+    # Kafka's read still shows broker 0 leading, the step in flight: nothing is asked again.
+    w.set_part(replace(w.part(T0), leader=0))
+    pr, d = w.step(pr)
+    assert writes(d) == [] and state_of(d, T0) == S.ADDING and d.status.batch == 2
+    w.set_part(replace(w.part(T0), leader=3))
+    pr, _ = w.run(pr, until=[P.SUCCEEDED])
+    assert w.part(T0).replicas == (3, 4, 5) and w.part(T0).leader == 3
+
+
+def test_a_step_that_ends_at_its_goal_led_by_another_replica_ends_once_its_first_leads() -> None:
+    """At its goal, a partition led by another replica than its first (a failover while its
+    last step ran) gets that one elected, and the reassignment ends only once a read shows it
+    leading: the election is asked again while the read lags."""
+    w = world()
+    pr = started(w, reassign([("t", 0, [0, 1, 3])]))
+    (entry,) = pr.status.current_batch if pr.status else []
+    assert tuple(entry.target_brokers) == (0, 1, 3)
+    _ended_led_by(w, (0, 1, 3), leader=1)
     pr, d = w.step(pr)
     (out,) = writes(d)
-    assert (out.leader, out.leader_epoch, out.replicas) == (3, 4, step)
-    assert Tell("t", 0, frozenset(step)) in d.actions
+    assert (out.leader, out.leader_epoch, out.replicas) == (0, 4, (0, 1, 3))
     assert state_of(d, T0) == S.REMOVING and d.status.phase == P.RUNNING
-    assert detail(d, T0).message == "electing broker 3, its first replica, as leader"
+    assert detail(d, T0).message == "electing broker 0, its first replica, as leader"
     assert d.status.batch == 1 and d.events == ()
-    w.set_part(replace(w.part(T0), leader=0))  # the election not seen yet
+    w.set_part(replace(w.part(T0), leader=1))  # the election not seen yet
     pr, d = w.step(pr)
-    assert [v.leader for v in writes(d)] == [3] and state_of(d, T0) == S.REMOVING
+    assert [v.leader for v in writes(d)] == [0] and state_of(d, T0) == S.REMOVING
     assert d.status.batch == 1 and d.events == ()
-    # Led by 3 (the write applied): the batch ends, and the next step runs to the end.
-    pr, decisions = w.run(pr, until=[P.SUCCEEDED])
-    assert w.part(T0).replicas == (3, 1, 2) and w.part(T0).leader == 3
-    batches = [e[2] for dd in decisions for e in dd.events if e[1] == "BatchStarted"]
-    assert batches and batches[0].startswith("batch 2: t-0"), batches
+    pr, d = w.step(pr)  # led by 0 (the write applied)
+    assert d.status.phase == P.SUCCEEDED and state_of(d, T0) in (S.DONE, None)
+
+
+def test_no_batch_starts_while_another_step_of_the_batch_still_catches_up() -> None:
+    """Of a batch's two steps, one ended led by another replica (its election written), the
+    other's new replica is still catching up: the batch is not over."""
+    w = world()
+    pr = started(
+        w,
+        reassign(
+            [("t", 0, [3, 4, 5]), ("t", 1, [4, 3, 5])],
+            maxConcurrentReplicaMovements=2,
+            maxConcurrentPartitionMovements=2,
+        ),
+    )
+    assert {(e.topic, e.partition) for e in (pr.status.current_batch if pr.status else [])} == {
+        T0,
+        T1,
+    }
+    _ended_led_by(w, (3, 0, 1, 2), leader=0)
+    pr, d = w.step(pr)
+    assert [(v.key, v.leader) for v in writes(d)] == [(T0, 3)]
+    assert state_of(d, T0) == S.REMOVING and state_of(d, T1) == S.ADDING
+    assert d.status.batch == 1 and d.events == ()
 
 
 def test_at_its_target_a_partition_led_by_another_replica_gets_its_preferred_leader() -> None:

@@ -200,13 +200,18 @@ def to_elect(
     tells: Iterable[TP], written: Mapping[TP, PartView], seen: Mapping[TP, PartView]
 ) -> list[TP]:
     """ElectLeaders PREFERRED for the told partitions whose written leader is their first
-    replica and not the leader Kafka reports (Kafka's controller sends the rest itself)."""
+    replica and not the leader Kafka reports (Kafka's controller sends the rest itself),
+    unless that replica is one the entry adds (a new replica cannot lead). An entry may start
+    a step and elect at once: the step after one that ended led by another replica goes out
+    with that replica's election (``plan.reassignment._ended_by_elections``); the step is
+    submitted first, and Kafka's preferred replica is the first of its target, the one to
+    elect."""
     out = []
     for key in sorted(set(tells)):
         w, s = written.get(key), seen.get(key)
         if w is None or s is None or not w.replicas:
             continue
-        if w.leader == w.replicas[0] and w.leader != s.leader and not w.adding:
+        if w.leader == w.replicas[0] and w.leader != s.leader and w.leader not in w.adding:
             out.append(key)
     return out
 
