@@ -8,6 +8,7 @@ from bench.kafka_reassignment import (
     kip435_batches,
     schedule,
     targets,
+    warmup_sides,
 )
 
 
@@ -36,3 +37,9 @@ def test_the_unbatched_steps_are_every_leader_step_then_every_other_one() -> Non
     first, second = batches
     assert first == {p: ([plan[p][0], *now[p][0]], True) for p in range(8)}
     assert second == {p: (plan[p], False) for p in range(8)}
+
+
+def test_the_warm_up_moves_follow_the_schedule_s_order_one_per_side() -> None:
+    assert warmup_sides(ORDER_WITH_STEPS, 3) == ["kafka", "ours", "steps"]
+    assert warmup_sides(ORDER, 2) == ["kafka", "ours"]
+    assert warmup_sides(ORDER, 0) == []

@@ -447,25 +447,28 @@ def _entry(**changes: Any) -> WritePartition:
     return WritePartition("t-res", replace(view, **changes))
 
 
+STARTS = _entry(replicas=(1, 2, 3), adding=(3,), target=(3, 1), reassigned_by="r")
+
+
 @pytest.mark.parametrize(
-    ("write", "order"),
+    ("write", "rate", "order"),
     [
-        # A step starts: throttled from its first byte.
-        (
-            _entry(replicas=(1, 2, 3), adding=(3,), target=(3, 1), reassigned_by="r"),
-            ["throttle", "write_partitions", *AFTER_THE_WRITES],
-        ),
+        # A step starts under a throttle: throttled from its first byte.
+        (STARTS, 1000, ["throttle", "write_partitions", *AFTER_THE_WRITES]),
+        # A step starts without one: nothing to hold back, the lists follow the step.
+        (STARTS, 0, ["write_partitions", "throttle", *AFTER_THE_WRITES]),
         # A cancel reverts a step: its throttle is lifted only once the revert is sent.
-        (_entry(removing=(3,)), ["write_partitions", "throttle", *AFTER_THE_WRITES]),
+        (_entry(removing=(3,)), 0, ["write_partitions", "throttle", *AFTER_THE_WRITES]),
+        (_entry(removing=(3,)), 1000, ["write_partitions", "throttle", *AFTER_THE_WRITES]),
     ],
 )
-def test_throttles_are_set_before_a_step_starts_and_lifted_after_a_cancel(
-    write: WritePartition, order: list[str]
+def test_throttles_are_set_before_a_throttled_step_starts_and_lifted_after_a_cancel(
+    write: WritePartition, rate: int, order: list[str]
 ) -> None:
     """Lifted before the null target reached Kafka, a cancelled step's new replicas fetched
     unthrottled for that moment: enough to finish a step the user had stopped."""
     ex = OrderOfCalls()
-    throttles = [Throttle(1, 0, frozenset(), frozenset())]
+    throttles = [Throttle(1, rate, frozenset({("t", 0)}), frozenset())]
     asyncio.run(run_actions(ex, [write, *throttles]))  # type: ignore[arg-type]
     assert ex.calls == order
 

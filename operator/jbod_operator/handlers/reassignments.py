@@ -171,12 +171,16 @@ async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> No
     """A decision's actions in order: the throttles, then the partition state of record, the
     dirs named, the brokers told, the dropped replicas deleted, the metadata.
 
-    In a pass that starts steps the throttles come first, so that a step's copy is
-    throttled from its first byte: on Kafka, writing the step is submitting it, and its new
-    replicas start fetching at once (Kafka's own tool sets the throttles before it executes
-    too). In any other pass they come right after the writes: a cancel's pass lifts the
-    throttle of the steps it cancels, and lifted first, the new replicas fetched unthrottled
-    until the cancel reached Kafka, long enough to finish a step the user had stopped.
+    In a pass that starts steps under a throttle (a rate above 0) the throttles come first, so
+    that a step's copy is throttled from its first byte: on Kafka, writing the step is
+    submitting it, and its new replicas start fetching at once (Kafka's own tool sets the
+    throttles before it executes too). In any other pass they come right after the writes: a
+    cancel's pass lifts the throttle of the steps it cancels, and lifted first, the new
+    replicas fetched unthrottled until the cancel reached Kafka, long enough to finish a step
+    the user had stopped. Without a rate there is nothing to hold back (the lists only say
+    which replication is a reassignment's, for the brokers' metrics), and on Kafka each config
+    written first delayed every batch's start by its round trip through Kafka's controller
+    (about 70 ms here, four times that on the first pass, bench/kafka_reassignment.py).
 
     A throttle that did not take (:class:`ActionFailed`) before the writes stops the pass
     there: nothing of it happened. After the writes it is raised only once the rest of the
@@ -188,11 +192,12 @@ async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> No
     throttles = [a for a in actions if isinstance(a, Throttle)]
     writes = [a for a in actions if isinstance(a, WritePartition)]
     starting = any(w.view.adding for w in writes)
-    if throttles and starting:
+    first = starting and any(t.rate > 0 for t in throttles)
+    if throttles and first:
         await ex.throttle(throttles)
     await ex.write_partitions(writes)
     not_taken: ActionFailed | None = None
-    if throttles and not starting:
+    if throttles and not first:
         try:
             await ex.throttle(throttles)
         except ActionFailed as e:
