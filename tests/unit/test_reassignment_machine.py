@@ -1567,12 +1567,21 @@ def test_a_step_that_ends_led_by_another_replica_elects_it_and_the_next_batch_st
     and Kafka is asked to elect it (the step is submitted first). A later read that still
     shows the old leader changes nothing: the step is in flight."""
     w = world()
-    pr = started(w, reassign([("t", 0, [3, 4, 5])], maxConcurrentReplicaMovements=2))
+    pr = started(
+        w,
+        reassign(
+            [("t", 0, [3, 4, 5])], maxConcurrentReplicaMovements=2, throttleBytesPerSecond=1000
+        ),
+    )
     (entry,) = pr.status.current_batch if pr.status else []
     step = tuple(entry.target_brokers)
     assert step == (3, 0, 1, 2)  # the new preferred leader added alone
     seen = _ended_led_by(w, step, leader=0)
     pr, d = w.step(pr)
+    # Throttled at both leaders: the one read serves the new replica until the election.
+    throttles = {a.broker: a for a in d.actions if isinstance(a, Throttle)}
+    assert T0 in throttles[0].leader_replicas and T0 in throttles[3].leader_replicas
+    assert T0 in throttles[4].follower_replicas and throttles[4].rate == 1000
     elected, nxt = writes(d)
     assert (elected.leader, elected.leader_epoch, elected.replicas) == (3, 4, step)
     assert (nxt.leader, nxt.adding, nxt.removing, nxt.target) == (3, (4,), (0, 1), (3, 4, 2))

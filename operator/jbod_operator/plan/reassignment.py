@@ -1265,9 +1265,13 @@ def _throttle(p: _Pass, *, active: bool) -> None:
                 continue
             # A step started in this pass is in the entry written, not in the one read: its
             # new replicas fetch as soon as they are told, so they are throttled from now.
-            pv = p.wrote.get(key) or obs.topics[key[0]].partitions[key[1]]
-            if pv.leader >= 0:
-                leaders.setdefault(pv.leader, set()).add(key)
+            read = obs.topics[key[0]].partitions[key[1]]
+            pv = p.wrote.get(key) or read
+            # A step that goes out with its first replica's election (_ended_by_elections) is
+            # served by the leader read until Kafka has elected the one written: both listed.
+            for lead in {pv.leader, read.leader}:
+                if lead >= 0:
+                    leaders.setdefault(lead, set()).add(key)
             for b in pv.adding:
                 followers.setdefault(b, set()).add(key)
     rate = spec.throttle_bytes_per_second or 0
