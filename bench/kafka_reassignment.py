@@ -33,16 +33,16 @@ ProducerPerformance. Each move takes every partition from brokers 1,2 to 3,4 (``
   all-at-once move, ``ours_in_flight_ratio_to_steps`` what our limits and control plane add.
 
 Moves go back and forth on the same topic, first ``--warmup`` moves left out of the figures
-(one per side, K O S; none in quick mode: :func:`warmup_sides` says why), then the sides in the
-order K O S S O K K O S ... (K O O K K O without the yardstick) until each has ``--per-side``
-moves (3; quick 2): each side moves
-each way about equally often and goes first about as often as the other. Back and forth rather
-than a fresh topic per round because both sides then move the very same segments (a refill per
-round would take longer than the moves and leave a deleted topic's files to be removed during
-the next move). Nothing is named for the log dirs on either side: the tool, given dirs, submits
-the reassignment before it names them, so its new replicas may be created in another dir and
-then moved within the broker, a second copy the operator (which names them first) never makes;
-the brokers' own choice keeps the move the same for both. The brokers delete a removed replica
+(one per side, K O S: :func:`warmup_sides` says why; none by default with ``--quick``, kept
+short), then the sides in the order K O S S O K K O S ... (K O O K K O without the yardstick)
+until each has ``--per-side`` moves (3; quick 2): each side moves each way about equally often
+and goes first about as often as the other. Back and forth rather than a fresh topic per round
+because both sides then move the very same segments (a refill per round would take longer than
+the moves and leave a deleted topic's files to be removed during the next move). Nothing is
+named for the log dirs on either side: the tool, given dirs, submits the reassignment before it
+names them, so its new replicas may be created in another dir and then moved within the broker,
+a second copy the operator (which names them first) never makes; the brokers' own choice keeps
+the move the same for both. The brokers delete a removed replica
 ``log.segment.delete.delay.ms`` (1 s here, 60 s by default) after a move drops it, so a move's
 deletions fall in its own window rather than in the next move's; each move starts once no
 ``-delete`` dir is left and after ``sync``.
@@ -162,7 +162,7 @@ def schedule(per_side: int, sides: Sequence[str] = ORDER) -> list[str]:
 def warmup_sides(sides: Sequence[str], moves: int) -> list[str]:
     """The first ``moves`` moves, untimed in the figures, in the schedule's own order: after
     the fill, the first moves of every run so far ran with the latency producer seconds behind
-    before they started (``idle_p99_ms`` of 0.3-2.7 s, against 7-230 ms from the fifth move
+    before they started (``idle_p99_ms`` of 0.3-7.5 s, against 7-230 ms from the fifth move
     on, docs/benchmarks.md), whichever side they were; one per side leaves that to no side's
     figures. They are listed in ``runs`` with ``warmup`` true."""
     return [sides[i % len(sides)] for i in range(moves)]
@@ -187,7 +187,7 @@ def kip435_batches(
         replica_movements=replica_movements,
         partition_movements=n,
         leader_movements=n,
-        moves_per_broker=2 * n * len(FROM + TO),
+        moves_per_broker=n,  # a step charges a broker at most once: n steps never fill it
     )
     return [
         {

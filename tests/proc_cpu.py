@@ -58,4 +58,4 @@ def cpu_seconds(pid: int) -> float:
 
 
 def total_cpu_seconds(pids: Iterable[int]) -> float:
-    return sum(cpu_seconds(p) for p in pids)
+    return total_cpu_times(pids).total

@@ -1266,7 +1266,7 @@ def _throttle(p: _Pass, *, active: bool) -> None:
             # A step started in this pass is in the entry written, not in the one read: its
             # new replicas fetch as soon as they are told, so they are throttled from now.
             read = obs.topics[key[0]].partitions[key[1]]
-            pv = p.wrote.get(key) or read
+            pv = _current(p, key)
             # A step that goes out with its first replica's election (_ended_by_elections) is
             # served by the leader read until Kafka has elected the one written: both listed.
             for lead in {pv.leader, read.leader}:
