@@ -488,16 +488,21 @@ def main() -> None:
     try:
         for i in range(args.repeat):
             sides = (("kafka", kafka_side), ("ours", our_side))[:: 1 if i % 2 == 0 else -1]
+            # Each run's clusters in a directory of their own, removed after it: a broker
+            # refuses log dirs of another cluster (meta.properties), and a full run writes
+            # gigabytes.
+            run_dir = os.path.join(base, f"run-{i + 1}")
             run: dict[str, object] = {}
             for name, fn in sides:
-                side = fn(base, 1, records, RF1_PRODUCER, args)
+                side = fn(run_dir, 1, records, RF1_PRODUCER, args)
                 run.update(side_figures(side, name, 1))
                 log(f"run {i + 1} rf1 {name}: produce {side.produce.figures['mb_s']} MB/s")
             if not args.skip_rf3:
                 for name, fn in sides:
-                    side = fn(base, 3, rf3_records, RF3_PRODUCER, args)
+                    side = fn(run_dir, 3, rf3_records, RF3_PRODUCER, args)
                     run.update(side_figures(side, name, 3))
                     log(f"run {i + 1} rf3 {name}: produce {side.produce.figures['mb_s']} MB/s")
+            shutil.rmtree(run_dir, ignore_errors=True)
             runs.append(run)
     finally:
         shutil.rmtree(base, ignore_errors=True)
