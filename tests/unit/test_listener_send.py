@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,4 +103,73 @@ def test_a_frame_with_small_ranges_goes_in_one_write(tmp_path: Path) -> None:
     asyncio.run(listener._send(w, [b"head", a, b"middle", b, b"tail"]))  # type: ignore[arg-type]
     assert w.writes == [b"head" + data[:16_707] + b"middle" + data[16_707:33_414] + b"tail"]
     assert a.fd == -1 and b.fd == -1
+    os.close(fd)
+
+
+async def _sent_over_socketpair(
+    pieces: list[object], sndbuf: int
+) -> tuple[bytes, BaseException | None, list[int]]:
+    """What a peer reading all the while receives when ``pieces`` are sent on a Unix socket
+    pair whose sending side has ``sndbuf`` bytes of buffer (the kernel's own size, not a
+    network's, decides how much one ``os.sendfile`` takes), and the counts ``loop.sendfile``
+    was asked to send."""
+    ours, theirs = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+    theirs.setblocking(False)
+    loop = asyncio.get_running_loop()
+    got = bytearray()
+
+    async def read() -> None:
+        while chunk := await loop.sock_recv(theirs, 1 << 16):
+            got.extend(chunk)
+
+    reader = asyncio.create_task(read())
+    calls: list[int] = []
+    real = loop.sendfile
+
+    async def counting(transport: Any, file: Any, offset: int = 0, count: Any = None) -> int:
+        calls.append(count)
+        return await real(transport, file, offset, count)
+
+    loop.sendfile = counting  # type: ignore[method-assign,assignment]
+    _, writer = await asyncio.open_unix_connection(sock=ours)
+    err: BaseException | None = None
+    try:
+        await listener._send(writer, pieces)
+    except ProtocolError as e:
+        err = e
+    writer.close()
+    await writer.wait_closed()
+    await reader
+    theirs.close()
+    return bytes(got), err, calls
+
+
+def test_a_range_the_socket_takes_whole_goes_by_one_call_not_by_the_loop(
+    tmp_path: Path,
+) -> None:
+    """asyncio's ``loop.sendfile`` pauses reading and waits for writability around its own
+    os.sendfile: with room in the socket's buffer, the range skips all of that."""
+    size = listener.SENDFILE_MIN_BYTES
+    path, data = _file(tmp_path, size + 10)
+    fd = os.open(path, os.O_RDONLY)
+    piece = FileSlice(os.dup(fd), 10, size)
+    got, err, calls = asyncio.run(_sent_over_socketpair([b"head", piece, b"tail"], 4 * size))
+    assert err is None and got == b"head" + data[10 : 10 + size] + b"tail"
+    assert calls == []
+    assert piece.fd == -1
+    os.close(fd)
+
+
+def test_what_a_full_socket_buffer_leaves_goes_by_the_loop_in_order(tmp_path: Path) -> None:
+    """A socket buffer far smaller than the range: one call sends what fits, the loop the
+    rest as the peer reads, and the peer gets every byte once, in order."""
+    size = 3 * 1024 * 1024
+    path, data = _file(tmp_path, size)
+    fd = os.open(path, os.O_RDONLY)
+    piece = FileSlice(os.dup(fd), 0, size)
+    got, err, calls = asyncio.run(_sent_over_socketpair([b"head", piece, b"tail"], 4096))
+    assert err is None and got == b"head" + data + b"tail"
+    assert len(calls) == 1 and 0 < calls[0] <= size  # the loop sent what was left, once
+    assert piece.fd == -1
     os.close(fd)

@@ -168,13 +168,15 @@ written with the bytes around them. asyncio's ``loop.sendfile`` waits for the tr
 drain, pauses reading and runs its own future for each range: for the 16 KiB batch a
 follower fetches per acks=all produce it cost 170-240 µs of CPU against 27 µs for a pread and
 a write (the same socket pair, /tmp microbenchmark: 64 KiB 200 against 100 µs, even at
-256 KiB, sendfile ahead at 1 MiB, 1.2 against 1.7 ms)."""
+256 KiB, sendfile ahead at 1 MiB, 1.2 against 1.7 ms). Measured against ``loop.sendfile``;
+:func:`_sendfile` now sends a range by one call when the socket has room, which is cheaper
+than that, and this bound has not been measured again since."""
 
 
 async def _send(writer: asyncio.StreamWriter, pieces: list[Any]) -> None:
     """Write a response frame's pieces in order: bytes, and the file ranges of a follower's
     records read from their files when small, sent by the kernel when large
-    (:data:`SENDFILE_MIN_BYTES`; ``loop.sendfile``: os.sendfile on a plain socket, never
+    (:data:`SENDFILE_MIN_BYTES`; :func:`_sendfile`: os.sendfile on a plain socket, never
     read into the process). The bytes before a large range, and all of a frame without one,
     go in one write: each write to an idle transport is a send call, and on loopback every
     send also runs the receiver's side of TCP and may wake its reader, so a follower's
@@ -198,9 +200,7 @@ async def _send(writer: asyncio.StreamWriter, pieces: list[Any]) -> None:
                 if run:
                     writer.write(b"".join(run))
                     run = []
-                with open(piece.fd, "rb", buffering=0, closefd=False) as f:
-                    loop = asyncio.get_running_loop()
-                    sent = await loop.sendfile(writer.transport, f, piece.position, piece.size)
+                sent = await _sendfile(writer, piece)
             if sent != piece.size:
                 raise ProtocolError(
                     f"a file range of {piece.size} bytes gave {sent} (truncated under the send)"
@@ -213,3 +213,31 @@ async def _send(writer: asyncio.StreamWriter, pieces: list[Any]) -> None:
         for piece in pieces:
             if isinstance(piece, FileSlice):
                 piece.close()
+
+
+async def _sendfile(writer: asyncio.StreamWriter, piece: FileSlice) -> int:
+    """Send a file range by the kernel; the bytes sent (fewer when the file ends inside it).
+
+    When the transport has nothing buffered, one ``os.sendfile`` on its socket sends the
+    range: a follower that waits for this response has room for it in the socket buffers,
+    so on loopback the call takes the whole range. Only what that call leaves (a full
+    socket buffer) goes by ``loop.sendfile``, which pauses the transport's reading, waits for
+    it to drain and registers for writability around its own os.sendfile: 210-290 µs of the
+    thread's CPU per range of 64 KiB-1 MiB on loopback, against 30-120 µs this way, within a
+    fifth of the os.sendfile call alone (bench/sendfile_range.py, docs/benchmarks.md). An RF 3
+    leader sends a range per partition per follower round."""
+    transport = writer.transport
+    sent = 0
+    sock = transport.get_extra_info("socket")
+    if sock is not None and not transport.is_closing() and not transport.get_write_buffer_size():
+        try:
+            sent = os.sendfile(sock.fileno(), piece.fd, piece.position, piece.size)
+        except (BlockingIOError, InterruptedError):
+            pass  # the socket's buffer is full: all of it by loop.sendfile
+        else:
+            if sent in (0, piece.size):
+                return sent  # all of it, or nothing: the file ends where the range starts
+    with open(piece.fd, "rb", buffering=0, closefd=False) as f:
+        loop = asyncio.get_running_loop()
+        rest = await loop.sendfile(transport, f, piece.position + sent, piece.size - sent)
+    return sent + rest
