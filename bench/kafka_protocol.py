@@ -70,18 +70,20 @@ HTTP_REPLICATION_COMMIT = "8ed65f2"
 """The last commit whose followers replicated over HTTP (the next ones moved replication to
 Kafka's protocol); it has this bench, Kafka's listener and the same client settings."""
 
-HTTP_RF3_MB_PER_BROKER_CPU_S: dict[int, float] = {60_000: 42.17, 400_000: 69.06}
+HTTP_RF3_MB_PER_BROKER_CPU_S: dict[int, float] = {60_000: 42.17, 400_000: 56.21}
 """RF 3 produce MiB per broker CPU-second of the HTTP replication at
 :data:`HTTP_REPLICATION_COMMIT`, by RF 3 records per run (``--quick``: 60,000; the default:
-400,000): the median of two runs of this bench at each size, alternating with main on a quiet
-machine (docs/benchmarks.md has their JSON lines). ``--quick``: 41.56 and 42.77 (session 32);
-full size: 63.72 and 74.4 (session 37). The same replication costs less per MB over a longer
-run (the JVM's start and the first rounds weigh less), so a run is judged against the baseline
-of its own size, and a size with none measured is not judged.
+400,000): the median of every run of this bench at that size and commit, each measured beside
+main (runs alternating in sessions 32 and 37, a block of three after main's in session 38;
+docs/benchmarks.md has their JSON lines). ``--quick``: 41.56 and 42.77 (session 32);
+full size: 63.72 and 74.4 (session 37, a quiet machine), 48.34, 52.08 and 56.21 (session 38,
+one ``--repeat 3`` at load 6). The same replication costs less per MB over a longer run (the
+JVM's start and the first rounds weigh less), so a run is judged against the baseline of its
+own size, and a size with none measured is not judged.
 
 Issue 18 quotes 6 from bench/broker_throughput.py, whose 16 KiB produce requests cost per
 request; Kafka's producer here sends 256 KiB batches, and the same HTTP replication then reaches
-seven to eleven times that, so five times 6 would be met by the baseline itself."""
+seven to nine times that, so five times 6 would be met by the baseline itself."""
 
 RF3_CPU_TARGET_FACTOR = 5.0
 """Issue 18: RF 3 MB per broker CPU-second at least five times the HTTP replication's."""
