@@ -25,6 +25,17 @@ def _file(tmp_path: Path, size: int) -> tuple[str, bytes]:
     return str(path), data
 
 
+async def _send_catching(
+    writer: asyncio.StreamWriter, pieces: list[object]
+) -> ProtocolError | None:
+    """``listener._send``, and the protocol error it raised (None when it sent the frame)."""
+    try:
+        await listener._send(writer, pieces)
+    except ProtocolError as e:
+        return e
+    return None
+
+
 async def _sent(pieces: list[object]) -> tuple[bytes, BaseException | None]:
     """What a peer receives when ``pieces`` are sent, and the error the send raised."""
     got = bytearray()
@@ -39,11 +50,7 @@ async def _sent(pieces: list[object]) -> tuple[bytes, BaseException | None]:
     server = await asyncio.start_server(peer, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     _, writer = await asyncio.open_connection("127.0.0.1", port)
-    err: BaseException | None = None
-    try:
-        await listener._send(writer, pieces)
-    except ProtocolError as e:
-        err = e
+    err = await _send_catching(writer, pieces)
     writer.close()
     await done.wait()
     server.close()
@@ -133,11 +140,7 @@ async def _sent_over_socketpair(
 
     loop.sendfile = counting  # type: ignore[method-assign,assignment]
     _, writer = await asyncio.open_unix_connection(sock=ours)
-    err: BaseException | None = None
-    try:
-        await listener._send(writer, pieces)
-    except ProtocolError as e:
-        err = e
+    err = await _send_catching(writer, pieces)
     writer.close()
     await writer.wait_closed()
     await reader
