@@ -13,10 +13,18 @@ send:
 - ``ours``: ``listener._sendfile``, one ``os.sendfile`` call when the transport has nothing
   buffered and the socket takes the whole range, ``loop.sendfile`` for what it leaves.
 
-The figure is the CPU time of the sending thread (``time.thread_time``) per range, the median
-of ``--sends`` sends of each way and size. A peer in another thread reads everything, and each
-send starts once the peer has read the previous one, as a follower reads a whole response
-before it asks again. MB means MiB. Prints one JSON object as its last line.
+Then whole response frames as the listener writes them (``listener._send``: 70 bytes before
+a partition's records, the range, 20 after), the range read with ``os.pread`` and written with
+the bytes around it (``frame_read``, what ranges below ``SENDFILE_MIN_BYTES`` get) against
+sent by the kernel between two writes (``frame_sendfile``), from 8 to 256 KiB;
+``frame_sendfile_pays_from_bytes`` is the smallest size where the second costs the sender no
+more. Only the sender is measured: a frame in three writes can cost its receiver more wake-ups
+than a frame in one, which is why the bound is not simply that size.
+
+The figure is the CPU time of the sending thread (``time.thread_time``) per range or frame,
+the median of ``--sends`` sends of each way and size. A peer in another thread reads
+everything, and each send starts once the peer has read the previous one, as a follower reads
+a whole response before it asks again. Prints one JSON object as its last line.
 """
 
 from __future__ import annotations
@@ -35,11 +43,15 @@ from collections.abc import Awaitable, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jbod_broker.kafka.listener import _sendfile
+from jbod_broker.kafka.listener import SENDFILE_MIN_BYTES, _send, _sendfile
 from jbod_broker.storage.log import FileSlice
 
 KiB = 1024
 SIZES = (64 * KiB, 128 * KiB, 256 * KiB, 1024 * KiB)
+FRAME_SIZES = (8 * KiB, 16 * KiB, 32 * KiB, 64 * KiB, 128 * KiB, 256 * KiB)
+HEAD = bytes(70)
+"""What goes before a partition's records in a Fetch response frame (sizes, ids, offsets)."""
+TAIL = bytes(20)
 
 
 class Peer:
@@ -88,25 +100,56 @@ async def measure(path: str, sizes: tuple[int, ...], sends: int) -> dict[str, ob
         "loop": by_loop,
         "ours": by_ours,
     }
+
+    async def frame_by_read(size: int) -> int:
+        await _send(writer, [HEAD, FileSlice(os.dup(fd), 0, size), TAIL], sendfile_min=size + 1)
+        return size
+
+    async def frame_by_sendfile(size: int) -> int:
+        await _send(writer, [HEAD, FileSlice(os.dup(fd), 0, size), TAIL], sendfile_min=size)
+        return size
+
+    frames: dict[str, Callable[[int], Awaitable[int]]] = {
+        "frame_read": frame_by_read,
+        "frame_sendfile": frame_by_sendfile,
+    }
+
+    async def timed(
+        ways: dict[str, Callable[[int], Awaitable[int]]], size: int, extra: int
+    ) -> dict[str, float]:
+        """Median CPU µs of each way at ``size``, the ways alternating send by send."""
+        nonlocal sent_total
+        spent: dict[str, list[float]] = {name: [] for name in ways}
+        for _ in range(sends):
+            for name, way in ways.items():
+                await _until_read(peer, sent_total)
+                t0 = time.thread_time()
+                n = await way(size)
+                spent[name].append(time.thread_time() - t0)
+                if n != size:
+                    raise RuntimeError(f"{name} sent {n} of {size} bytes")
+                sent_total += n + extra
+        return {name: statistics.median(v) * 1e6 for name, v in spent.items()}
+
     out: dict[str, object] = {}
     try:
         for size in sizes:
-            spent: dict[str, list[float]] = {name: [] for name in ways}
-            for _ in range(sends):
-                for name, way in ways.items():
-                    await _until_read(peer, sent_total)
-                    t0 = time.thread_time()
-                    n = await way(size)
-                    spent[name].append(time.thread_time() - t0)
-                    if n != size:
-                        raise RuntimeError(f"{name} sent {n} of {size} bytes")
-                    sent_total += n
             label = f"{size // KiB}k"
-            us = {name: statistics.median(v) * 1e6 for name, v in spent.items()}
+            us = await timed(ways, size, 0)
             for name, value in us.items():
                 out[f"{name}_us_{label}"] = round(value, 1)
             out[f"ours_to_os_ratio_{label}"] = round(us["ours"] / us["os"], 2)
             out[f"loop_to_ours_ratio_{label}"] = round(us["loop"] / us["ours"], 2)
+        pays_from = None
+        for size in FRAME_SIZES:
+            label = f"{size // KiB}k"
+            us = await timed(frames, size, len(HEAD) + len(TAIL))
+            for name, value in us.items():
+                out[f"{name}_us_{label}"] = round(value, 1)
+            if pays_from is None and us["frame_sendfile"] <= us["frame_read"]:
+                pays_from = size
+        out["frame_sendfile_pays_from_bytes"] = pays_from
+        out["sendfile_min_bytes"] = SENDFILE_MIN_BYTES
     finally:
         os.close(fd)
         writer.close()

@@ -173,7 +173,9 @@ a write (the same socket pair, /tmp microbenchmark: 64 KiB 200 against 100 µs, 
 than that, and this bound has not been measured again since."""
 
 
-async def _send(writer: asyncio.StreamWriter, pieces: list[Any]) -> None:
+async def _send(
+    writer: asyncio.StreamWriter, pieces: list[Any], sendfile_min: int = SENDFILE_MIN_BYTES
+) -> None:
     """Write a response frame's pieces in order: bytes, and the file ranges of a follower's
     records read from their files when small, sent by the kernel when large
     (:data:`SENDFILE_MIN_BYTES`; :func:`_sendfile`: os.sendfile on a plain socket, never
@@ -191,7 +193,7 @@ async def _send(writer: asyncio.StreamWriter, pieces: list[Any]) -> None:
             if not isinstance(piece, FileSlice):
                 run.append(piece)
                 continue
-            if piece.size < SENDFILE_MIN_BYTES:
+            if piece.size < sendfile_min:
                 data = os.pread(piece.fd, piece.size, piece.position)
                 sent = len(data)
                 if sent == piece.size:
