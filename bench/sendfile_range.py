@@ -174,8 +174,8 @@ def main() -> None:
         json.dumps(
             {
                 "bench": "sendfile_range",
-                "units": "us = microseconds of the sending thread's CPU per range (median); "
-                "k = KiB",
+                "units": "us = microseconds of the sending thread's CPU per range or frame "
+                "(median); k = KiB",
                 "connection": "TCP on loopback, the peer reading in another thread",
                 "sends_per_way_and_size": sends,
                 "cpus": os.cpu_count(),

@@ -168,9 +168,10 @@ written with the bytes around them. asyncio's ``loop.sendfile`` waits for the tr
 drain, pauses reading and runs its own future for each range: for the 16 KiB batch a
 follower fetches per acks=all produce it cost 170-240 µs of CPU against 27 µs for a pread and
 a write (the same socket pair, /tmp microbenchmark: 64 KiB 200 against 100 µs, even at
-256 KiB, sendfile ahead at 1 MiB, 1.2 against 1.7 ms). Measured against ``loop.sendfile``;
-:func:`_sendfile` now sends a range by one call when the socket has room, which is cheaper
-than that, and this bound has not been measured again since."""
+256 KiB, sendfile ahead at 1 MiB, 1.2 against 1.7 ms). Measured again with :func:`_sendfile`,
+which sends a range by one call when the socket has room (bench/sendfile_range.py's frames,
+session 38, the sender's CPU): the read and write cost less up to 64 KiB (53.5 against
+58.2 µs), the kernel's send less from 128 KiB (70.6 against 78.7 µs), so the bound stays."""
 
 
 async def _send(
@@ -224,9 +225,9 @@ async def _sendfile(writer: asyncio.StreamWriter, piece: FileSlice) -> int:
     range: a follower that waits for this response has room for it in the socket buffers,
     so on loopback the call takes the whole range. Only what that call leaves (a full
     socket buffer) goes by ``loop.sendfile``, which pauses the transport's reading, waits for
-    it to drain and registers for writability around its own os.sendfile: 210-290 µs of the
-    thread's CPU per range of 64 KiB-1 MiB on loopback, against 30-120 µs this way, within a
-    fifth of the os.sendfile call alone (bench/sendfile_range.py, docs/benchmarks.md). An RF 3
+    it to drain and registers for writability around its own os.sendfile: 135-250 µs of the
+    thread's CPU per range of 64 KiB-1 MiB on loopback, against 22-105 µs this way, within a
+    third of the os.sendfile call alone (bench/sendfile_range.py, docs/benchmarks.md). An RF 3
     leader sends a range per partition per follower round."""
     transport = writer.transport
     sent = 0
