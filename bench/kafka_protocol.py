@@ -376,16 +376,21 @@ def median_figures(
     return out, spread
 
 
+def in_rf1_copies(rf1: float, mb_per_broker_cpu_s: float) -> float:
+    """A cost per MB (given as MB per broker CPU-second) in RF 1's cost per MB: how many
+    leader copies' worth of CPU it is. Every broker of RF 3 receives and writes each byte as
+    RF 1's one broker does (its socket read and page-cache write in the kernel alike), so
+    followers that cost what a leader does put RF 3 at 3."""
+    return round(rf1 / mb_per_broker_cpu_s, 2)
+
+
 def rf3_in_rf1_copies(result: dict[str, object], name: str) -> float | None:
-    """What RF 3 costs per MB in RF 1's cost per MB on the same side and run: how many
-    leader copies' worth of CPU three copies take. Every broker of RF 3 receives and writes
-    each byte as RF 1's one broker does (its socket read and page-cache write in the kernel
-    alike), so followers that cost what a leader does make this 3."""
+    """RF 3's cost in RF 1 copies on one side of a run (:func:`in_rf1_copies`)."""
     rf1 = result.get(f"produce_mb_per_broker_cpu_s_rf1_{name}")
     rf3 = result.get(f"produce_mb_per_broker_cpu_s_rf3_{name}")
     if not isinstance(rf1, (int, float)) or not isinstance(rf3, (int, float)) or not rf3:
         return None
-    return round(rf1 / rf3, 2)
+    return in_rf1_copies(rf1, rf3)
 
 
 def rf3_cpu_target(
@@ -419,9 +424,8 @@ def rf3_cpu_target(
         entry.update(ceiling_kernel_only=ceiling, reachable_by_user_cpu_alone=ceiling >= want)
     rf1 = result.get("produce_mb_per_broker_cpu_s_rf1_ours")
     if isinstance(rf1, (int, float)):
-        # The target in rf3_in_rf1_copies' unit: below 1, three copies would have to cost
-        # less than the one copy RF 1 makes in the same run.
-        entry["target_in_rf1_copies"] = round(rf1 / want, 2)
+        # Below 1, three copies would have to cost less than the one RF 1 makes in the run.
+        entry["target_in_rf1_copies"] = in_rf1_copies(rf1, want)
     return entry
 
 
@@ -534,7 +538,7 @@ def main() -> None:
         "repeat": args.repeat,
         **result,
     }
-    summary.update(ratios(result, None if args.skip_rf3 else rf3_records))
+    summary.update(ratios(result, rf3_records))
     if args.repeat > 1:
         summary["spread"] = spread
     print(json.dumps(summary))
