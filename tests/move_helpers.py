@@ -80,7 +80,8 @@ class Appender(threading.Thread):
         self._on_ack = on_ack
         self._stop_event = threading.Event()
         self.acked = 0
-        """Records acknowledged: sequence numbers 0..acked-1."""
+        """Records acknowledged: sequence numbers 0..acked-1. While running, an append may be
+        in flight past it; compare it with the log only after ``stop()``."""
         self.error: BaseException | None = None
 
     def stop(self) -> None:
