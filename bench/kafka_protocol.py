@@ -78,15 +78,19 @@ main (runs alternating in sessions 32 and 37, a block of three after main's in s
 docs/benchmarks.md has their JSON lines). ``--quick``: 41.56 and 42.77 (session 32);
 full size: 63.72 and 74.4 (session 37, a quiet machine), 48.34, 52.08 and 56.21 (session 38,
 one ``--repeat 3`` at load 6). The same replication costs less per MB over a longer run (the
-JVM's start and the first rounds weigh less), so a run is judged against the baseline of its
-own size, and a size with none measured is not judged.
+JVM's start and the first rounds weigh less), so a run is compared with the baseline of its
+own size, and a size with none measured is not compared."""
 
-Issue 18 quotes 6 from bench/broker_throughput.py, whose 16 KiB produce requests cost per
-request; Kafka's producer here sends 256 KiB batches, and the same HTTP replication then reaches
-seven to nine times that, so five times 6 would be met by the baseline itself."""
+ISSUE_RF3_MB_PER_BROKER_CPU_S_BEFORE = 6.0
+"""Issue 18's "today": RF 3 produce MB per broker CPU-second when the issue was filed, as it
+quotes bench/broker_throughput.py (replication over HTTP, 16 KiB produce requests over HTTP;
+this bench did not exist, nor did a Kafka listener)."""
 
 RF3_CPU_TARGET_FACTOR = 5.0
-"""Issue 18: RF 3 MB per broker CPU-second at least five times the HTTP replication's."""
+"""Issue 18: RF 3 MB per broker CPU-second at least five times today's."""
+
+RF3_CPU_TARGET = RF3_CPU_TARGET_FACTOR * ISSUE_RF3_MB_PER_BROKER_CPU_S_BEFORE
+"""The issue's target as written, judged on this bench's figure."""
 
 RF1_PRODUCER = {
     "acks": "1",
@@ -393,11 +397,23 @@ def rf3_in_rf1_copies(result: dict[str, object], name: str) -> float | None:
     return in_rf1_copies(rf1, rf3)
 
 
-def rf3_cpu_target(
+def rf3_cpu_target(rf3_cost: float) -> dict[str, object]:
+    """Issue 18's RF 3 CPU target as written: five times the figure it quotes for today."""
+    return {
+        "value": rf3_cost,
+        "target": RF3_CPU_TARGET,
+        "today": ISSUE_RF3_MB_PER_BROKER_CPU_S_BEFORE,
+        "today_from": "issue 18, bench/broker_throughput.py before the issue",
+        "met": rf3_cost >= RF3_CPU_TARGET,
+    }
+
+
+def rf3_cpu_like_for_like(
     result: dict[str, object], rf3_cost: float, rf3_records: int | None
 ) -> dict[str, object]:
-    """Issue 18's RF 3 CPU target: five times the HTTP replication's MB per broker CPU-second
-    at this run's size, with what reaching it would take."""
+    """The same factor against the HTTP replication measured on this bench at this run's size
+    (not the issue's words: its "today" was another workload, 16 KiB HTTP requests, on which
+    this bench's HTTP baseline is seven to nine times 6), with what reaching it would take."""
     baseline = HTTP_RF3_MB_PER_BROKER_CPU_S.get(rf3_records) if rf3_records else None
     if baseline is None:
         return {
@@ -431,7 +447,7 @@ def rf3_cpu_target(
 
 def ratios(result: dict[str, object], rf3_records: int | None = None) -> dict[str, object]:
     """ours/Kafka of each figure both sides have, and the issue's targets with whether met;
-    ``rf3_records`` picks the HTTP baseline the RF 3 CPU target is judged against."""
+    ``rf3_records`` picks the HTTP baseline the RF 3 CPU figure is also compared with."""
     out: dict[str, object] = {}
     targets: dict[str, object] = {}
     for key in [k for k in result if k.endswith("_ours")]:
@@ -451,7 +467,8 @@ def ratios(result: dict[str, object], rf3_records: int | None = None) -> dict[st
             out[f"produce_rf3_cost_in_rf1_copies_{name}"] = copies
     rf3_cost = result.get("produce_mb_per_broker_cpu_s_rf3_ours")
     if isinstance(rf3_cost, (int, float)):
-        targets["produce_mb_per_broker_cpu_s_rf3_ours"] = rf3_cpu_target(
+        targets["produce_mb_per_broker_cpu_s_rf3_ours"] = rf3_cpu_target(rf3_cost)
+        targets["produce_mb_per_broker_cpu_s_rf3_ours_vs_http"] = rf3_cpu_like_for_like(
             result, rf3_cost, rf3_records
         )
     out["targets"] = targets
