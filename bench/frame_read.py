@@ -1,16 +1,16 @@
-"""What receiving one response frame costs a follower's event-loop thread: asyncio's StreamReader
-(``readexactly`` of the size, then of the frame: how jbod_broker.kafka.client read a leader's
-Fetch answers until session 39) against the client's ``ResponseFrames`` (a BufferedProtocol that
-receives a large frame straight into a kept buffer).
+"""What receiving one frame costs a connection's event-loop thread: asyncio's StreamReader
+(``readexactly`` of the size, then of the frame: how a follower read its leader's answers
+until session 39, and how the Kafka listener still reads requests) against ``FrameConnection``
+with the follower's settings (``kafka.client``: a 256 KiB small buffer, a large body received
+straight into a buffer of its size that is kept for the next).
 
 A server thread answers each 4-byte request with a frame of the size asked for, over loopback
-TCP; the figure is the client thread's CPU time per frame (``time.thread_time``), the median of
-``--frames`` frames per size, after a warm-up. Only the receiving is measured: both sides end
-with the frame's bytes in hand (for ResponseFrames, the lent buffer given back after a check of
-its length), and decoding is the same work either way. The sizes span a follower's answers:
-16 KiB (one small produce request's worth), 256 KiB (Kafka's producer's batches in
-bench/kafka_protocol.py), 1 MiB (``replica.fetch.max.bytes``, one partition catching up) and
-4 MiB (several partitions catching up in one answer). Prints one JSON line.
+TCP; the figure is the reading thread's CPU time per frame (``time.thread_time``), the median of
+``--frames`` frames per size, after a warm-up. Only the receiving is measured: every way ends
+with the frame's bytes in hand, and decoding them is the same work either way. The sizes span
+a follower's answers: 16 KiB (one small produce request's worth), 256 KiB (one batch of Kafka's
+producer in bench/kafka_protocol.py), 1 MiB (``replica.fetch.max.bytes``, one partition
+catching up) and 4 MiB (several partitions catching up in one answer). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from collections.abc import Awaitable, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jbod_broker.kafka.client import ResponseFrames
+from jbod_broker.kafka import client
+from jbod_broker.kafka.connection import FrameConnection
 from jbod_broker.kafka.protocol import SIZE
 
 KiB = 1024
@@ -62,26 +63,36 @@ async def stream_reader(port: int) -> tuple[Callable[[int], Awaitable[int]], Cal
     return get, w.close
 
 
-async def response_frames(port: int) -> tuple[Callable[[int], Awaitable[int]], Callable[[], None]]:
-    loop = asyncio.get_running_loop()
-    t, p = await loop.create_connection(lambda: ResponseFrames(64 << 20), "127.0.0.1", port)
+def frame_connection(
+    small: int, keep: int
+) -> Callable[[int], Awaitable[tuple[Callable[[int], Awaitable[int]], Callable[[], None]]]]:
+    async def connect(port: int) -> tuple[Callable[[int], Awaitable[int]], Callable[[], None]]:
+        loop = asyncio.get_running_loop()
+        _, conn = await loop.create_connection(
+            lambda: FrameConnection(small, keep), "127.0.0.1", port
+        )
 
-    async def get(n: int) -> int:
-        answer = p.expect()
-        t.write(SIZE.pack(n))
-        await p.writable()
-        buffer, size = await answer
-        assert len(buffer) >= size
-        p.give_back(buffer)
-        return size
+        async def get(n: int) -> int:
+            conn.write(SIZE.pack(n))
+            await conn.drain()
+            size = await conn.read_size()
+            assert size is not None
+            buffer, size = await conn.read_body(size)
+            conn.give_back(buffer)
+            return size
 
-    return get, t.close
+        return get, conn.close
+
+    return connect
 
 
 async def measure(frames_per_size: int, warmup: int) -> dict[str, float]:
     frames = {n: SIZE.pack(n) + os.urandom(n) for n in SIZES}
     out: dict[str, float] = {}
-    ways = {"stream_reader": stream_reader, "response_frames": response_frames}
+    ways = {
+        "stream_reader": stream_reader,
+        "follower": frame_connection(client.SMALL_FRAME_BYTES, client.KEPT_BUFFER_MAX_BYTES),
+    }
     for name, connect in ways.items():
         get, close = await connect(start_server(frames))
         try:
@@ -100,7 +111,8 @@ async def measure(frames_per_size: int, warmup: int) -> dict[str, float]:
             close()
     for n in SIZES:
         k = f"{n // KiB}k"
-        out[f"ratio_{k}"] = round(out[f"stream_reader_us_{k}"] / out[f"response_frames_us_{k}"], 2)
+        for way in ("follower",):
+            out[f"ratio_{way}_{k}"] = round(out[f"stream_reader_us_{k}"] / out[f"{way}_us_{k}"], 2)
     return out
 
 
@@ -116,8 +128,8 @@ def main() -> None:
         json.dumps(
             {
                 "bench": "frame_read",
-                "units": "client thread CPU microseconds per frame (median); ratio = "
-                "stream_reader / response_frames",
+                "units": "client thread CPU microseconds per frame (median); ratio_WAY = "
+                "stream_reader / WAY",
                 "frames_per_size": n,
                 "loadavg_1m_start_end": [round(load_start, 2), round(os.getloadavg()[0], 2)],
                 **figures,
