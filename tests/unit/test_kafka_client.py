@@ -21,6 +21,7 @@ from jbod_broker.kafka.client import (
     LeaderConnectionError,
 )
 from jbod_broker.kafka.protocol import SIZE, make, request_module, response_module
+from tests.kafka_entities import fetch_partition_data
 
 MiB = 1024 * 1024
 FETCH_VERSION = 12
@@ -64,17 +65,7 @@ def _fetch_request() -> Any:
 
 def _fetch_answer(correlation_id: int, records: bytes) -> bytes:
     m = response_module(protocol.FETCH, FETCH_VERSION)
-    part = make(
-        m.PartitionData,
-        partition_index=0,
-        error_code=ErrorCode.none,
-        high_watermark=7,
-        last_stable_offset=7,
-        log_start_offset=0,
-        aborted_transactions=None,
-        preferred_read_replica=-1,
-        records=records,
-    )
+    part = fetch_partition_data(records, version=FETCH_VERSION)
     return protocol.encode_response(
         correlation_id,
         make(

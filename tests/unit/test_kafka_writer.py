@@ -13,14 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
-from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.serial._implicit_defaults import get_tagged_field_default
 from kio.serial._introspect import get_field_tag
 from kio.static.primitive import Records, i32
 
 from jbod_broker.kafka import writer
-from jbod_broker.kafka.protocol import SUPPORTED, make, response_module
+from jbod_broker.kafka.protocol import SUPPORTED
+from tests.kafka_entities import fetch_partition_data
 
 st.register_type_strategy(Records, st.binary(max_size=64).map(Records))
 
@@ -81,18 +81,7 @@ class Spliced:
 
 
 def test_a_value_that_is_not_bytes_stays_a_piece_of_its_own_after_its_length() -> None:
-    m = response_module(1, 12)
-    part = make(
-        m.PartitionData,
-        partition_index=0,
-        error_code=ErrorCode.none,
-        high_watermark=7,
-        last_stable_offset=7,
-        log_start_offset=0,
-        aborted_transactions=None,
-        preferred_read_replica=-1,
-        records=Spliced(),
-    )
+    part = fetch_partition_data(Spliced(), version=12)
     pieces = writer.join_pieces(writer.encode(part))
     assert len(pieces) == 3 and isinstance(pieces[1], Spliced)
     with_bytes = dataclasses.replace(part, records=b"12345")
