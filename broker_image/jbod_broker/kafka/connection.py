@@ -15,11 +15,12 @@ pauses, so a connection never holds more than the small buffer and the one body 
 body's buffer is lent: :meth:`~FrameConnection.give_back` returns it for the next large body
 when the owner allows keeping one (``keep_max_bytes``).
 
-Not the listener's yet: with a small buffer a server can hold for each of a thousand
-connections (64 KiB), a request just past it (64-128 KiB: a few of a default producer's
-16 KiB batches) cost more than StreamReader's read (bench/frame_read.py runs of session 39:
-58-87 against 42-58 µs at 64 KiB; 82-112 against 104-183 at 256 KiB, 221-264 against
-513-671 at 1 MiB).
+Not the listener's yet. Built on it with a 64 KiB small buffer (what a server can hold for each
+of a thousand connections), the listener cut bench/kafka_protocol.py's RF 1 produce CPU per MB
+by about a quarter (1 MiB requests; session 39, docs/benchmarks.md), but a request just past
+the small buffer (64-128 KiB: a few of a default producer's 16 KiB batches) cost more to read
+than StreamReader's did (bench/frame_read.py runs: 58-88 against 42-58 µs at 64 KiB), the
+reader pausing and resuming and the bytes copied to the body's buffer, a receive later.
 """
 
 from __future__ import annotations
@@ -84,7 +85,9 @@ class FrameConnection(asyncio.BufferedProtocol):
             await self._more()
         (size,) = SIZE.unpack_from(self._small, self._start)
         self._consumed(SIZE.size)
-        self._make_room()
+        # Paused, not compacted, when full: the body usually follows at once, and a large one
+        # takes the unread bytes from where they are.
+        self._make_room(compact=False)
         return int(size)
 
     async def read_body(self, size: int) -> tuple[bytearray | bytes, int]:
@@ -240,13 +243,13 @@ class FrameConnection(asyncio.BufferedProtocol):
         else:
             self._make_room()
 
-    def _make_room(self) -> None:
+    def _make_room(self, compact: bool = True) -> None:
         """Where the reader stops reading (and as bytes arrive while it does not read): room
         at the small buffer's end for the next receive, by moving the unread bytes down, or
         reading paused when they fill it. (asyncio refuses an empty buffer to receive into.)"""
         if self._large is not None or self._end < len(self._small):
             return
-        if self._start > 0:
+        if self._start > 0 and compact:
             self._compact()
             self._resume()
         elif not self._paused and self.transport is not None:
