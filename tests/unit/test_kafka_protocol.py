@@ -3,6 +3,7 @@ codecs on both sides (the tests encode requests the way a client does, with kio'
 
 from __future__ import annotations
 
+import datetime
 import io
 import struct
 from typing import Any
@@ -23,6 +24,7 @@ from kio.static.primitive import i16, i32, i32Timedelta
 
 from jbod_broker.kafka import apis, protocol
 from jbod_broker.kafka.protocol import ProtocolError, encode_response, parse_request
+from tests.kafka_entities import fetch_partition_data
 
 
 def frame(api_key: int, version: int, body: Any, *, header: type[Any] | None = None) -> bytes:
@@ -171,3 +173,42 @@ def test_kios_index_is_consulted_once_per_api_version(monkeypatch: pytest.Monkey
         assert calls == [(protocol.METADATA, 12)]
     finally:
         protocol.request_schema.cache_clear()
+
+
+def _fetch_response_frame(correlation_id: int, records: bytes) -> bytes:
+    """A Fetch v12 answer's bytes after the size prefix."""
+    m = protocol.response_module(protocol.FETCH, 12)
+    response = protocol.make(
+        m.FetchResponse,
+        throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=(
+            protocol.make(
+                m.FetchableTopicResponse,
+                topic=TopicName("t"),
+                partitions=(fetch_partition_data(records),),
+            ),
+        ),
+    )
+    return encode_response(correlation_id, response)[4:]
+
+
+def test_a_response_is_decoded_as_the_answer_to_its_request() -> None:
+    frame = _fetch_response_frame(7, b"records")
+    got = protocol.parse_response(protocol.FETCH, 12, 7, memoryview(frame))
+    assert got.responses[0].partitions[0].records == b"records"
+
+
+@pytest.mark.parametrize(
+    ("frame", "why"),
+    [
+        (_fetch_response_frame(8, b"x"), "correlation id 8, expected 7"),
+        (_fetch_response_frame(7, b"records")[:-12], "malformed response"),
+        (b"\x00\x00\x00\x07\xff\xff\xff\xff\xff\xff", "malformed response header"),
+    ],
+    ids=["another-request-s", "cut-short", "garbage-header"],
+)
+def test_a_response_that_is_not_the_answer_is_a_protocol_error(frame: bytes, why: str) -> None:
+    with pytest.raises(ProtocolError, match=why):
+        protocol.parse_response(protocol.FETCH, 12, 7, frame)

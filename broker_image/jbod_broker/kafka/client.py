@@ -23,11 +23,9 @@ import asyncio
 import contextlib
 from typing import Any
 
-from kio.serial import entity_reader
-
 from ..errors import KafkaError
 from .connection import FrameConnection
-from .protocol import encode_request, response_schema
+from .protocol import ProtocolError, encode_request, parse_response
 
 SMALL_FRAME_BYTES = 256 * 1024
 """The buffer that takes each frame's size and a frame up to this long whole (one receive for a
@@ -46,14 +44,6 @@ class LeaderConnectionError(KafkaError):
     """The leader's Kafka listener could not be reached or answered nonsense: reconnect."""
 
     kafka_error = "BROKER_NOT_AVAILABLE"
-
-
-def _decode(entity_type: type[Any], raw: memoryview, offset: int) -> tuple[Any, int]:
-    """kio's reader of ``entity_type`` at ``offset``; ValueError naming what was wrong."""
-    try:
-        return entity_reader(entity_type)(raw, offset)
-    except Exception as e:  # kio's DecodeErrors and ValueErrors, BufferUnderflow when cut short
-        raise ValueError(f"malformed response: {type(e).__name__}: {e}") from e
 
 
 class KafkaConnection:
@@ -80,7 +70,7 @@ class KafkaConnection:
             try:
                 async with asyncio.timeout(timeout_s):
                     return await self._exchange(body)
-            except (OSError, EOFError, TimeoutError, ValueError) as e:
+            except (OSError, EOFError, TimeoutError, ValueError, ProtocolError) as e:
                 await self.close()
                 raise LeaderConnectionError(
                     f"Kafka listener {self.host}:{self.port}: {type(e).__name__}: {e}"
@@ -111,19 +101,10 @@ class KafkaConnection:
             )
         buffer, size = await conn.read_body(size)
         try:
-            return self._parse(body, cid, buffer, size)
+            with memoryview(buffer) as whole, whole[:size] as frame, frame.toreadonly() as raw:
+                return parse_response(body.__api_key__, body.__version__, cid, raw)
         finally:
             conn.give_back(buffer)
-
-    @staticmethod
-    def _parse(body: Any, cid: int, buffer: bytearray | bytes, size: int) -> Any:
-        response_type = response_schema(body.__api_key__, body.__version__)
-        with memoryview(buffer) as whole, whole[:size] as frame, frame.toreadonly() as raw:
-            header, used = _decode(response_type.__header_schema__, raw, 0)
-            if header.correlation_id != cid:
-                raise ValueError(f"correlation id {header.correlation_id}, expected {cid}")
-            response, _ = _decode(response_type, raw, used)
-        return response
 
     def _frame(self, body: Any, correlation_id: int) -> bytes:
         return encode_request(correlation_id, self.client_id, body)

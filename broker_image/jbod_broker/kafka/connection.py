@@ -176,8 +176,7 @@ class FrameConnection(asyncio.BufferedProtocol):
             self.transport.resume_reading()
 
     async def _more(self) -> None:
-        if self._start > 0 and self._end == len(self._small):
-            self._compact()
+        self._make_room()
         self._resume()
         self._arrived = asyncio.get_running_loop().create_future()
         try:

@@ -64,7 +64,8 @@ HEADER_MIN_BYTES = 8
 
 
 class ProtocolError(Exception):
-    """A request that cannot be answered: the connection closes (the message is logged)."""
+    """A request that cannot be answered, or a response that does not decode as the request's
+    answer: the connection closes (the message says why)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,20 @@ def parse_request(frame: bytes | bytearray | memoryview) -> Request:
     # 2.x sends three after a Metadata v12 body (an extra empty tagged-field section).
     body, _ = _read(request_type, frame, used, f"{api_name(api_key)} v{version} body")
     return Request(api_key, version, header.correlation_id, header.client_id, body)
+
+
+def parse_response(
+    api_key: int, version: int, correlation_id: int, frame: bytes | memoryview
+) -> Any:
+    """Decode the response to the request ``(api_key, version)`` sent with ``correlation_id``
+    (the bytes after its size; kio's readers take read-only buffers and return copies, so
+    nothing decoded refers to ``frame``); :class:`ProtocolError` if it is not that answer."""
+    response_type = response_schema(api_key, version)
+    header, used = _read(response_type.__header_schema__, frame, 0, "response header")
+    if header.correlation_id != correlation_id:
+        raise ProtocolError(f"correlation id {header.correlation_id}, expected {correlation_id}")
+    response, _ = _read(response_type, frame, used, "response")
+    return response
 
 
 def _read(
