@@ -246,3 +246,39 @@ def _gzip_with_offset_delta() -> bytes:
     records = bytearray(plain[BATCH_HEADER_SIZE:])
     records[3] = 2 * 7
     return _with_body(plain, gzip.compress(bytes(records)), attributes=GZIP)
+
+
+CONTROL = 0x20
+TRANSACTIONAL = 0x10
+
+
+@functools.cache
+def client_refused_batches() -> dict[str, BadBatch]:
+    """Well-formed batches a client may not write (issue 36, item 4: Kafka's LogValidator and
+    KafkaApis rules for the client origin). A follower or a move may carry such batches (a
+    leader wrote them), so only a producer's data is refused; the error name is the broker's
+    (the Kafka port answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_RECORD)."""
+    plain = _good(2)
+    records = plain[BATCH_HEADER_SIZE:]
+    idempotent = build_batch(
+        [(None, b"v")], base_timestamp=BASE_TS, producer_id=7, producer_epoch=0, base_sequence=0
+    )
+    txn = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    return {
+        "control-flag": BadBatch(
+            _with_body(plain, records, attributes=CONTROL), "INVALID_RECORD", ("control",)
+        ),
+        "control-and-transactional-flags": BadBatch(
+            _with_body(plain, records, attributes=CONTROL | TRANSACTIONAL),
+            "INVALID_RECORD",
+            ("control",),
+        ),
+        "transactional-flag-without-producer-id": BadBatch(
+            _with_body(plain, records, attributes=TRANSACTIONAL), txn, ("transactions",)
+        ),
+        "transactional-flag-of-an-idempotent-producer": BadBatch(
+            _with_body(idempotent, idempotent[BATCH_HEADER_SIZE:], attributes=TRANSACTIONAL),
+            txn,
+            ("transactions",),
+        ),
+    }

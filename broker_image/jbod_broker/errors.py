@@ -13,7 +13,8 @@ so code outside the broker imports every error from this module. The whole tree:
     ├── InvalidConfigError                      a topic config unknown here or out of Kafka's range
     ├── StorageError                            about logs, disks or records (storage.errors)
     │   ├── OffsetOutOfRangeError, CorruptRecordError, RecordTooLargeError,
-    │   │   InvalidRecordError, KafkaStorageError, InsufficientSpaceError,
+    │   │   InvalidRecordError, TransactionalRecordsError, KafkaStorageError,
+    │   │   InsufficientSpaceError,
     │   │   DuplicateSequenceError, OutOfOrderSequenceError, InvalidProducerEpochError,
     │   │   ResourceShortageError, LogDirNotFoundError, ReplicaNotAvailableError,
     │   │   NoLiveLogDirError
@@ -56,6 +57,7 @@ from .storage.errors import (
     ReplicaNotAvailableError,
     ResourceShortageError,
     StorageError,
+    TransactionalRecordsError,
 )
 
 __all__ = [
@@ -89,6 +91,7 @@ __all__ = [
     "ResourceShortageError",
     "StaleControllerEpochError",
     "StorageError",
+    "TransactionalRecordsError",
     "UnknownLeaderEpochError",
     "UnknownTopicOrPartitionError",
     "error_by_name",
@@ -170,6 +173,7 @@ HTTP_STATUS: list[tuple[type[KafkaError], int]] = [
     (InvalidConfigError, 400),
     (CorruptRecordError, 400),
     (InvalidRecordError, 400),
+    (TransactionalRecordsError, 400),
     (OutOfOrderSequenceError, 409),
     (InvalidProducerEpochError, 409),
     (InvalidRequestError, 400),

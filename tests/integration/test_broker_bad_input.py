@@ -36,7 +36,7 @@ import pytest
 from jbod_broker import wire
 from jbod_broker.local import LocalBroker, LocalCluster
 from jbod_broker.storage.records import MAGIC_V2, build_batch, compute_crc, validate_batches
-from tests.bad_batches import bad_batches
+from tests.bad_batches import bad_batches, client_refused_batches
 
 pytestmark = pytest.mark.integration
 
@@ -1519,6 +1519,20 @@ def test_undecodable_batches_are_refused_whole(h: BrokerHarness, name: str) -> N
     with h.no_change():
         r = h.produce(bad.data)
     expect_error(r, 413 if bad.error == "RECORD_LIST_TOO_LARGE" else 400, bad.error, *bad.words)
+    assert h.log_end_offset() == leo
+
+
+CLIENT_REFUSED = client_refused_batches()
+"""Issue 36, item 4: batches no client may write (control, transactional)."""
+
+
+@pytest.mark.parametrize("name", CLIENT_REFUSED)
+def test_batches_no_client_may_write_are_refused(h: BrokerHarness, name: str) -> None:
+    bad = CLIENT_REFUSED[name]
+    leo = h.log_end_offset()
+    with h.no_change():
+        r = h.produce(bad.data)
+    expect_error(r, 400, bad.error, *bad.words)
     assert h.log_end_offset() == leo
 
 

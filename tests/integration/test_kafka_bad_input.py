@@ -26,13 +26,15 @@ from kio.schema.api_versions.v0 import response as api_versions_v0
 from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_v12
+from kio.schema.list_offsets.v6 import request as list_offsets_v6
 from kio.schema.list_offsets.v7 import request as list_offsets_v7
 from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.produce.v9 import request as produce_v9
 from kio.serial import entity_reader
 
 from jbod_broker.local import LocalCluster
-from jbod_broker.storage.records import build_batch
+from jbod_broker.storage.records import build_batch, parse_header
+from tests.bad_batches import TRANSACTIONAL, client_refused_batches
 from tests.broker_metrics import scrape
 from tests.integration.controller_stub import ControllerStub
 from tests.integration.kafka_wire import call, closed_by_peer, encode_request, read_response
@@ -97,15 +99,21 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
 
 
 def produce_request(records: bytes | None, *, acks: int = 1, topic: str = "t") -> Any:
+    return produce_to({topic: records}, acks=acks)
+
+
+def produce_to(records: dict[str, bytes | None], *, acks: int = 1) -> Any:
+    """One produce request: each topic's partition 0 gets its records."""
     m: Any = produce_v9
     return m.ProduceRequest(
         transactional_id=None,
         acks=acks,
         timeout=datetime.timedelta(seconds=10),
-        topic_data=(
+        topic_data=tuple(
             m.TopicProduceData(
-                name=topic, partition_data=(m.PartitionProduceData(index=0, records=records),)
-            ),
+                name=topic, partition_data=(m.PartitionProduceData(index=0, records=data),)
+            )
+            for topic, data in records.items()
         ),
     )
 
@@ -282,6 +290,73 @@ async def test_bad_batches_and_wrong_partitions_get_kafka_error_codes(env: Env) 
         assert part.error_code == want, (want, part)
         assert part.base_offset == -1
     await still_serves(env, 0)
+
+
+CLIENT_REFUSED_CODES = {
+    "INVALID_RECORD": ErrorCode.invalid_record,
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": ErrorCode.transactional_id_authorization_failed,
+}
+
+
+async def test_batches_no_client_may_write_are_refused_with_kafkas_codes(env: Env) -> None:
+    """Issue 36 (4): a control batch is INVALID_RECORD; transactional records refuse the
+    whole request, the partitions beside them too, as Kafka's KafkaApis answers a producer
+    without a transactional id. Nothing is appended, so no read_committed consumer meets a
+    control record or a transaction that never ends."""
+    for name, bad in client_refused_batches().items():
+        resp = await call(env.leader, produce_request(bad.data))
+        part = resp.responses[0].partition_responses[0]
+        # KafkaApis looks for transactional records before the log validates any batch.
+        txn = parse_header(bad.data).attributes & TRANSACTIONAL
+        want = ErrorCode.transactional_id_authorization_failed if txn else None
+        assert part.error_code == (want or CLIENT_REFUSED_CODES[bad.error]), (name, part)
+        assert part.base_offset == -1
+    await env.ctl.create_topic("u", 1, 2)
+    txn_batch = client_refused_batches()["transactional-flag-without-producer-id"].data
+    resp = await call(env.leader, produce_to({"t": batch(2), "u": txn_batch}))
+    codes = {t.name: t.partition_responses[0].error_code for t in resp.responses}
+    assert codes == dict.fromkeys("tu", ErrorCode.transactional_id_authorization_failed)
+    resp = await env.ctl.client(0).describe_log_dirs(topics=["u"])
+    assert [r.log_end_offset for d in resp.log_dirs for r in d.partitions] == [0]
+    await still_serves(env, 0)
+
+
+def list_offsets_request(version: int, *entries: tuple[int, int]) -> Any:
+    """ListOffsets of topic ``t`` for ``(partition, timestamp)`` entries, in one topic."""
+    m: Any = list_offsets_v7 if version == 7 else list_offsets_v6
+    return m.ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=(
+            m.ListOffsetsTopic(
+                name="t",
+                partitions=tuple(
+                    m.ListOffsetsPartition(partition_index=p, timestamp=ts) for p, ts in entries
+                ),
+            ),
+        ),
+    )
+
+
+async def test_list_offsets_refuses_as_kafka_does(env: Env) -> None:
+    """Issue 36 (5): a negative timestamp that names nothing (-6, -2^63), or a special one
+    asked for below its version (max timestamp before v7), is UNSUPPORTED_VERSION, as Kafka's
+    ReplicaManager.fetchOffset answers it, not UNKNOWN_SERVER_ERROR; a partition named twice
+    is INVALID_REQUEST each time. The entries beside them are answered."""
+    await call(env.leader, produce_request(batch(3)))
+
+    async def codes(version: int, *entries: tuple[int, int]) -> list[tuple[ErrorCode, int]]:
+        resp = await call(env.leader, list_offsets_request(version, *entries))
+        return [(p.error_code, p.offset) for p in resp.topics[0].partitions]
+
+    unsupported = (ErrorCode.unsupported_version, -1)
+    assert await codes(7, (0, -6)) == [unsupported]
+    assert await codes(7, (0, -(2**63))) == [unsupported]
+    assert await codes(6, (0, -3)) == [unsupported]
+    assert [c for c, _ in await codes(7, (0, -3))] == [ErrorCode.none]
+    assert await codes(7, (0, -1), (0, -2)) == [(ErrorCode.invalid_request, -1)] * 2
+    assert await codes(7, (0, -1)) == [(ErrorCode.none, 3)]
+    await still_serves(env, 3)
 
 
 async def test_a_thousand_connections_pipelining_are_all_answered_in_order(env: Env) -> None:

@@ -77,6 +77,7 @@ def test_every_error_the_storage_module_defines_derives_from_the_root() -> None:
         "CorruptRecordError",
         "RecordTooLargeError",
         "InvalidRecordError",
+        "TransactionalRecordsError",
         "InsufficientSpaceError",
         "ResourceShortageError",
         "KafkaStorageError",

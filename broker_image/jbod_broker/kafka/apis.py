@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,7 @@ from .. import wire
 from ..errors import KafkaError
 from ..storage.log import FileSlice, ReadResult, SliceResult
 from ..storage.names import TopicPartition, parse_topic_id, validate_topic
+from ..storage.records import any_transactional
 from . import protocol
 from .errors import error_code
 from .protocol import Request, make, response_module
@@ -194,12 +197,21 @@ async def produce(b: Broker, req: Request) -> Any:
     timeout_ms = max(0, int(body.timeout.total_seconds() * 1000))
     m = response_module(protocol.PRODUCE, req.version)
 
+    transactional = body.transactional_id is not None or any(
+        p.records is not None and any_transactional(p.records)
+        for t in body.topic_data
+        for p in t.partition_data
+    )
+
     async def one(topic: str, part: Any) -> Any:
         code, message, info = ErrorCode.none, None, None
         try:
             if acks not in (-1, 0, 1):
                 code = ErrorCode.invalid_required_acks
-            elif body.transactional_id is not None:
+            elif transactional:
+                # Kafka's KafkaApis: transactional records, or a transactional id, refuse the
+                # whole request before any partition is appended (no coordinator here grants
+                # a transactional id).
                 code = ErrorCode.transactional_id_authorization_failed
                 message = "transactions are not supported by this broker"
             elif part.records is None or len(part.records) == 0:
@@ -412,25 +424,47 @@ def _fetch_error(b: Broker, tp: TopicPartition, p: Any, e: KafkaError) -> dict[s
 # -- ListOffsets ------------------------------------------------------------------------------
 
 
+TIMESTAMP_MIN_VERSION: dict[int, int] = {
+    EARLIEST_TIMESTAMP: 1,
+    LATEST_TIMESTAMP: 1,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL_TIMESTAMP: 8,
+    LATEST_TIERED_TIMESTAMP: 9,
+}
+"""ListOffsets' special (negative) timestamps and the first version that may ask for each, as
+Kafka's ReplicaManager holds them: any other negative timestamp, or one asked for at an older
+version, is UNSUPPORTED_VERSION for its partition (not an error of the broker)."""
+
+
 async def list_offsets(b: Broker, req: Request) -> Any:
     """Earliest (-2, and earliest-local -4: nothing is tiered), latest (-1: the high
     watermark, what a consumer may read), max timestamp (-3, KIP-734) and by timestamp through
     the time index; latest-tiered (-5) has no tiered data to name (offset -1). Only the leader
-    answers, at the caller's leader epoch, as for a fetch."""
+    answers, at the caller's leader epoch, as for a fetch. Kafka's refusals, per partition: a
+    partition named twice in the request is INVALID_REQUEST (each time it is named), a
+    special timestamp this version cannot ask for is UNSUPPORTED_VERSION
+    (:data:`TIMESTAMP_MIN_VERSION`)."""
     m = response_module(protocol.LIST_OFFSETS, req.version)
+    named = Counter((t.name, int(p.partition_index)) for t in req.body.topics for p in t.partitions)
     topics = []
     for t in req.body.topics:
         parts = []
         for p in t.partitions:
             tp = TopicPartition(t.name, int(p.partition_index))
             code, ts, off, epoch = ErrorCode.none, -1, -1, -1
-            try:
-                validate_topic(t.name)
-                ts, off, epoch = _offset_for(
-                    b, tp, int(p.timestamp), int(getattr(p, "current_leader_epoch", -1))
-                )
-            except KafkaError as e:
-                code = error_code(e)
+            spec = int(p.timestamp)
+            if named[(t.name, tp.partition)] > 1:
+                code = ErrorCode.invalid_request
+            elif spec < 0 and req.version < TIMESTAMP_MIN_VERSION.get(spec, sys.maxsize):
+                code = ErrorCode.unsupported_version
+            else:
+                try:
+                    validate_topic(t.name)
+                    ts, off, epoch = _offset_for(
+                        b, tp, spec, int(getattr(p, "current_leader_epoch", -1))
+                    )
+                except KafkaError as e:
+                    code = error_code(e)
             parts.append(
                 make(
                     m.ListOffsetsPartitionResponse,
@@ -446,7 +480,8 @@ async def list_offsets(b: Broker, req: Request) -> Any:
 
 
 def _offset_for(b: Broker, tp: TopicPartition, spec: int, epoch: int) -> tuple[int, int, int]:
-    """``(timestamp, offset, leader epoch)`` for one ListOffsets partition."""
+    """``(timestamp, offset, leader epoch)`` for one ListOffsets partition; ``spec`` is a
+    timestamp or one of :data:`TIMESTAMP_MIN_VERSION`'s."""
     p = b.replicas.leader_partition(tp)
     b.replicas.check_leader_epoch(p, epoch)
     lg = b.replicas.log_of(p)
@@ -458,12 +493,9 @@ def _offset_for(b: Broker, tp: TopicPartition, spec: int, epoch: int) -> tuple[i
         return -1, hw, p.leader_epoch
     if spec == LATEST_TIERED_TIMESTAMP:
         return -1, -1, -1
-    if spec == MAX_TIMESTAMP:
-        found = lg.max_timestamp_offset(hw)
-    elif spec >= 0:
-        found = lg.offset_for_timestamp(spec, hw)
-    else:
-        raise _InvalidTimestamp(f"{tp}: timestamp {spec} means nothing to ListOffsets")
+    found = (
+        lg.max_timestamp_offset(hw) if spec == MAX_TIMESTAMP else lg.offset_for_timestamp(spec, hw)
+    )
     if found is None:
         # Nothing at or below the HW; while the HW lags a new epoch's start, what was asked
         # for may lie in between (Kafka: OFFSET_NOT_AVAILABLE rather than "none").
@@ -471,10 +503,6 @@ def _offset_for(b: Broker, tp: TopicPartition, spec: int, epoch: int) -> tuple[i
         return -1, -1, -1
     ts, off = found
     return ts, off, lg.epochs.epoch_for_offset(off)
-
-
-class _InvalidTimestamp(KafkaError):
-    kafka_error = "INVALID_REQUEST"
 
 
 # -- InitProducerId ---------------------------------------------------------------------------

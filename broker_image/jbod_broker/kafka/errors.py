@@ -44,6 +44,7 @@ from ..errors import (
     RequestTimedOutError,
     ResourceShortageError,
     StaleControllerEpochError,
+    TransactionalRecordsError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
@@ -66,6 +67,7 @@ PROTOCOL_ERRORS: list[tuple[type[KafkaError], ErrorCode]] = [
     (RecordTooLargeError, ErrorCode.message_too_large),
     (PayloadTooLargeError, ErrorCode.message_too_large),
     (InvalidRecordError, ErrorCode.invalid_record),
+    (TransactionalRecordsError, ErrorCode.transactional_id_authorization_failed),
     (OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
     (DuplicateSequenceError, ErrorCode.duplicate_sequence_number),
     (InvalidProducerEpochError, ErrorCode.invalid_producer_epoch),

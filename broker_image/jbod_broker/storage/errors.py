@@ -19,6 +19,7 @@ error a broker can answer with" catches :class:`KafkaError`. The part of the tre
         ├── CorruptRecordError       a batch whose framing or CRC is wrong
         ├── RecordTooLargeError      a batch larger than max.message.bytes
         ├── InvalidRecordError       a batch that is well formed but unacceptable here
+        ├── TransactionalRecordsError a client's transactional batch (no transactions here)
         ├── DuplicateSequenceError   an idempotent producer's batch already in the log (not a
         │                            failure: the produce path answers its original offsets)
         ├── OutOfOrderSequenceError  an idempotent producer's batch after a sequence gap
@@ -84,6 +85,16 @@ class RecordTooLargeError(StorageError):
 
 class InvalidRecordError(StorageError):
     kafka_error = "INVALID_RECORD"
+
+
+class TransactionalRecordsError(StorageError):
+    """A client's batch with the transactional flag. This broker has no transaction
+    coordinator, so no producer can hold a transactional id here, and Kafka answers a produce
+    of transactional records without one (``KafkaApis.handleProduceRequest``) with
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Stored, such a batch would never be committed or
+    aborted: a read_committed consumer would stop at it forever."""
+
+    kafka_error = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
 
 
 class DuplicateSequenceError(StorageError):

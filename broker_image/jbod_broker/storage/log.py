@@ -79,6 +79,7 @@ from .records import (
     DEFAULT_MAX_BATCH_BYTES,
     LOG_OVERHEAD,
     BatchHeader,
+    check_client_batches,
     decode_batch,
     validate_batches,
 )
@@ -809,6 +810,7 @@ class Log:
         for i, data in enumerate(requests):
             try:
                 headers = validate_batches(data, max_batch_bytes=max_bytes)
+                check_client_batches(headers)
             except StorageError as e:
                 results.append(e)
                 continue

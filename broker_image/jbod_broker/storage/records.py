@@ -51,6 +51,7 @@ from jbod_broker.storage.errors import (
     InvalidRecordError,
     RecordTooLargeError,
     StorageError,
+    TransactionalRecordsError,
 )
 from jbod_broker.storage.record_reader import RawRecord, decode_unsigned, walk_records
 
@@ -749,6 +750,57 @@ def validate_batches(
     if error is not None:
         raise error
     return headers
+
+
+_CLIENT_REFUSED_BITS: Final = _CONTROL_BIT | _TRANSACTIONAL_BIT
+
+
+def check_client_batches(headers: Sequence[BatchHeader]) -> None:
+    """Refuse what a client may not write, though it is well formed: Kafka's ``LogValidator``
+    rules for the client origin, which a follower's or a move's bytes do not go through (a
+    leader wrote those).
+
+    - A control batch (commit and abort markers) is written by the transaction coordinator
+      only: INVALID_RECORD, as Kafka's "Clients are not allowed to write control records".
+    - A transactional batch: :class:`TransactionalRecordsError` (no transactions here; what
+      Kafka answers a produce of transactional records without a transactional id).
+
+    A batch with a producer id and no sequence is the producer state's to refuse
+    (``Log._check_producers``), where the idempotent producer's other rules live.
+
+    One flag test per batch in the common case: this runs on every produce.
+    """
+    for h in headers:
+        if h.attributes & _CLIENT_REFUSED_BITS:
+            if h.attributes & _CONTROL_BIT:
+                raise InvalidRecordError(
+                    "a control batch: clients are not allowed to write control records"
+                )
+            raise TransactionalRecordsError(
+                "transactional records are refused: this broker does not support transactions "
+                "(a producer needs a transactional id, which no coordinator here can grant)"
+            )
+
+
+def any_transactional(buf: Buffer) -> bool:
+    """Whether any whole batch in ``buf`` has the transactional flag, without validating it:
+    Kafka refuses a produce request whole when any of its partitions carries one
+    (``RequestUtils.hasTransactionalRecords``), before any partition is appended. Framing
+    that does not parse ends the walk; the partition's own validation refuses it. A walk over
+    the lengths and one attributes byte per batch, with no header built: it runs on every
+    produce request of the Kafka port."""
+    pos, end = 0, len(buf)
+    unpack_length = _BATCH_LENGTH.unpack_from
+    while end - pos >= BATCH_HEADER_SIZE:
+        (batch_length,) = unpack_length(buf, pos + 8)
+        batch_end = pos + LOG_OVERHEAD + batch_length
+        if batch_length < _MIN_BATCH_LENGTH or batch_end > end:
+            return False
+        # attributes is a big-endian int16: its flags are in the second byte.
+        if buf[pos + _ATTRIBUTES_OFFSET + 1] & _TRANSACTIONAL_BIT:
+            return True
+        pos = batch_end
+    return False
 
 
 def first_corrupt_position(
