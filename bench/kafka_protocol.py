@@ -30,14 +30,12 @@ here). Prints one JSON object as its last line.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -46,7 +44,7 @@ from dataclasses import dataclass
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jbod_broker.local import LocalCluster
-from tests.integration.controller_stub import ControllerStub
+from tests.integration.controller_stub import ControllerStub, stub_cluster
 from tests.kafka_jars import (
     ASSIGNED_CONSUMER_PERFORMANCE,
     CONSUMER_PERFORMANCE,
@@ -265,44 +263,16 @@ def kafka_side(
 def our_cluster(
     base: str, size: int, args: argparse.Namespace
 ) -> Iterator[tuple[LocalCluster, ControllerStub]]:
-    """``size`` broker processes and the controller stub, the topic created with RF ``size``;
-    the controller runs on its own event loop in a thread, as the brokers call it while the
-    tools run."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    def call(coro: object) -> object:
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(120)  # type: ignore[arg-type]
-
-    ctl = ControllerStub()
-    call(ctl.start())
-    cluster = LocalCluster(
+    """``size`` broker processes and the controller stub (on its own event loop in a thread,
+    as the brokers call it while the tools run), the topic created with RF ``size``."""
+    with stub_cluster(
         os.path.join(base, f"ours-rf{size}"),
-        size=size,
+        size,
         num_dirs=args.log_dirs,
-        controller_url=ctl.url,
         settings=dict(args.settings),
-    )
-    ctl.cluster = cluster
-    try:
-        cluster.start()
-        deadline = time.monotonic() + 30
-        while len(ctl.kafka_endpoints) < size:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"Kafka endpoints of {size} brokers not heard in 30s")
-            time.sleep(0.05)
-        call(ctl.create_topic(TOPIC, args.partitions, size, min_isr=min(2, size)))
-        yield cluster, ctl
-    finally:
-        for b in cluster.brokers:
-            rc = b.stop()
-            if rc not in (0, None):
-                log(f"our broker {b.broker_id} exited with {rc}:\n{b.tail()}")
-        call(ctl.stop())
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
+    ) as sc:
+        sc.loop.run(sc.ctl.create_topic(TOPIC, args.partitions, size, min_isr=min(2, size)))
+        yield sc.cluster, sc.ctl
 
 
 def our_side(

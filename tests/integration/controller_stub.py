@@ -8,7 +8,13 @@ real one must), and drives LeaderAndIsr / UpdateMetadata / StopReplica from test
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -17,6 +23,8 @@ from jbod_broker.client import BrokerClient
 from jbod_broker.local import LocalCluster, free_port
 from jbod_broker.storage.names import TopicPartition
 from jbod_operator.plan.producer_ids import BLOCK_SIZE, take_block
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -292,3 +300,59 @@ class ControllerStub:
 
     def leader_of(self, tp: TopicPartition) -> int:
         return self.state[tp].leader
+
+
+class LoopThread:
+    """An event loop in a thread of its own: the controller stub keeps answering the brokers
+    while synchronous code (a Hypothesis test, a bench driving Kafka's tools) runs."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float = 120) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
+@dataclass
+class StubCluster:
+    cluster: LocalCluster
+    ctl: ControllerStub
+    loop: LoopThread
+
+
+@contextlib.contextmanager
+def stub_cluster(
+    base: str, size: int, *, num_dirs: int, settings: dict[str, str], endpoints_within_s: float = 30
+) -> Iterator[StubCluster]:
+    """``size`` broker processes under the controller stub on a :class:`LoopThread`, once
+    every broker's Kafka endpoint has been heard (its heartbeats carry it); everything stopped
+    at the end, a broker that exits badly said on stderr with its log's tail."""
+    loop = LoopThread()
+    ctl = ControllerStub()
+    loop.run(ctl.start())
+    cluster = LocalCluster(
+        base, size=size, num_dirs=num_dirs, controller_url=ctl.url, settings=settings
+    )
+    ctl.cluster = cluster
+    try:
+        cluster.start()
+        deadline = time.monotonic() + endpoints_within_s
+        while len(ctl.kafka_endpoints) < size:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Kafka endpoints of {size} brokers not heard in 30s")
+            time.sleep(0.05)
+        yield StubCluster(cluster, ctl, loop)
+    finally:
+        for b in cluster.brokers:
+            rc = b.stop()
+            if rc not in (0, None):
+                print(f"broker {b.broker_id} exited with {rc}:\n{b.tail()}", file=sys.stderr)
+        loop.run(ctl.stop())
+        loop.close()

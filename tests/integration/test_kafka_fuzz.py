@@ -22,17 +22,14 @@ connection each, all on loopback; two brokers, a controller stub in a thread of 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime
 import http.client
 import json
 import socket
-import threading
 import urllib.parse
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -55,7 +52,7 @@ from jbod_broker.kafka.protocol import (
 from jbod_broker.local import LocalCluster
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch, decode_batch, iter_batches
-from tests.integration.controller_stub import ControllerStub
+from tests.integration.controller_stub import ControllerStub, LoopThread, stub_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -104,24 +101,6 @@ FUZZ_SETTINGS = settings(
 # --------------------------------------------------------------------------------------------
 
 
-class LoopThread:
-    """An event loop in a thread, for the controller stub the brokers talk to while the
-    (synchronous) Hypothesis test runs."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float = 60) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self.loop.close()
-
-
 @dataclass
 class Env:
     cluster: LocalCluster
@@ -143,24 +122,12 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    loop = LoopThread()
-    ctl = ControllerStub()
-    loop.run(ctl.start())
-    base: Path = tmp_path_factory.mktemp("fuzz")
-    cluster = LocalCluster(
-        str(base / "cluster"), size=2, num_dirs=2, controller_url=ctl.url, settings=SETTINGS
-    )
-    ctl.cluster = cluster
-    try:
-        cluster.start()
+    base = tmp_path_factory.mktemp("fuzz") / "cluster"
+    with stub_cluster(str(base), 2, num_dirs=2, settings=SETTINGS) as sc:
         # Partition 0 led by broker 0, partition 1 by broker 1: every request has both a
         # partition this broker leads and one it follows.
-        loop.run(ctl.create_topic(TOPIC, PARTITIONS, 2))
-        yield Env(cluster, ctl, loop)
-    finally:
-        cluster.stop()
-        loop.run(ctl.stop())
-        loop.close()
+        sc.loop.run(sc.ctl.create_topic(TOPIC, PARTITIONS, 2))
+        yield Env(sc.cluster, sc.ctl, sc.loop)
 
 
 def ready(url: str) -> bool:

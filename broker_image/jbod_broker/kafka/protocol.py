@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import struct
 import sys
+import typing
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
@@ -115,7 +116,45 @@ def parse_request(frame: bytes | bytearray | memoryview) -> Request:
     # Bytes after the body are ignored, as Kafka's generated parsers ignore them: librdkafka
     # 2.x sends three after a Metadata v12 body (an extra empty tagged-field section).
     body, _ = _read(request_type, frame, used, f"{api_name(api_key)} v{version} body")
+    _refuse_nulls(body, request_type, f"{api_name(api_key)} v{version}")
     return Request(api_key, version, header.correlation_id, header.client_id, body)
+
+
+def _refuse_nulls(entity: Any, entity_type: type[Any], where: str) -> None:
+    """ProtocolError for an array the message definition does not let be null, read as null:
+    kio's readers give ``None`` for a null array whatever its definition says (a null string
+    where none may be is already their error), and Kafka's generated readers refuse it ("non-
+    nullable field ... was serialized as null") so the request never reaches a handler. Only
+    the fields that can hold such an array are visited (:func:`_null_checks`): a follower's
+    Fetch of many partitions checks its topics, not every partition."""
+    for name, nested, nullable in _null_checks(entity_type):
+        value = getattr(entity, name)
+        if value is None:
+            if not nullable:
+                raise ProtocolError(f"malformed {where} body: the array {name} is null")
+        elif nested is not None:
+            for item in value:
+                _refuse_nulls(item, nested, where)
+
+
+@functools.cache
+def _null_checks(entity_type: type[Any]) -> tuple[tuple[str, type[Any] | None, bool], ...]:
+    """``(field, element entity to visit, nullable)`` for each array field of an entity type
+    that is not nullable itself or holds entities with such fields, once per type."""
+    hints = typing.get_type_hints(entity_type)
+    out = []
+    for f in dataclasses.fields(entity_type):
+        hint = hints[f.name]
+        args = typing.get_args(hint)
+        nullable = type(None) in args
+        array = next((a for a in (hint, *args) if typing.get_origin(a) is tuple), None)
+        if array is None:
+            continue
+        element = typing.get_args(array)[0]
+        nested = element if dataclasses.is_dataclass(element) and _null_checks(element) else None
+        if not nullable or nested is not None:
+            out.append((f.name, nested, nullable))
+    return tuple(out)
 
 
 def parse_response(
