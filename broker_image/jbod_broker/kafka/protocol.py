@@ -127,7 +127,7 @@ def _refuse_nulls(entity: Any, entity_type: type[Any], where: str) -> None:
     nullable field ... was serialized as null") so the request never reaches a handler. Only
     the fields that can hold such an array are visited (:func:`_null_checks`): a follower's
     Fetch of many partitions checks its topics, not every partition."""
-    for name, nested, nullable in _null_checks(entity_type):
+    for name, nested, nullable in _null_checks(entity_type):  # type: ignore[arg-type]  # hashable
         value = getattr(entity, name)
         if value is None:
             if not nullable:
@@ -142,7 +142,7 @@ def _null_checks(entity_type: type[Any]) -> tuple[tuple[str, type[Any] | None, b
     """``(field, element entity to visit, nullable)`` for each array field of an entity type
     that is not nullable itself or holds entities with such fields, once per type."""
     hints = typing.get_type_hints(entity_type)
-    out = []
+    out: list[tuple[str, type[Any] | None, bool]] = []
     for f in dataclasses.fields(entity_type):
         hint = hints[f.name]
         args = typing.get_args(hint)
@@ -150,7 +150,7 @@ def _null_checks(entity_type: type[Any]) -> tuple[tuple[str, type[Any] | None, b
         array = next((a for a in (hint, *args) if typing.get_origin(a) is tuple), None)
         if array is None:
             continue
-        element = typing.get_args(array)[0]
+        element: type[Any] = typing.get_args(array)[0]
         nested = element if dataclasses.is_dataclass(element) and _null_checks(element) else None
         if not nullable or nested is not None:
             out.append((f.name, nested, nullable))
