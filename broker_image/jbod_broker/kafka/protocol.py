@@ -203,7 +203,7 @@ def encode_body(response: Any) -> EncodedBody:
     pure, so it may run in a thread while the loop serves others."""
     out: list[Any] = []
     writer_for(type(response))(out, response)
-    return EncodedBody(response.__header_schema__, out)
+    return EncodedBody(response.__header_schema__, join_pieces(out))
 
 
 def encode_response_pieces(correlation_id: int, response: Any) -> list[Any]:
