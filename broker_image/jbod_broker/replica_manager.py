@@ -163,6 +163,9 @@ class ReplicaManager:
         self.controller_id = -1
         self.brokers: dict[int, wire.BrokerEndpoint] = {}
         self.metadata: dict[TopicPartition, wire.PartitionMetadata] = {}
+        self._metadata_topics: dict[str, dict[int, wire.PartitionMetadata]] = {}
+        """:attr:`metadata` by topic, so a Metadata request naming a few topics reads those
+        (issue 36), not the whole cluster's."""
         self.topic_ids: dict[str, str] = {}
         """KIP-516: topic name -> id, from LeaderAndIsr and UpdateMetadata (the protocol
         listener serves Fetch and Produce by id through :meth:`topic_by_id`)."""
@@ -383,6 +386,7 @@ class ReplicaManager:
         self.brokers = {b.broker_id: b for b in req.live_brokers}
         for pm in req.partitions:
             self.metadata[TopicPartition(pm.topic, pm.partition)] = pm
+            self._metadata_topics.setdefault(pm.topic, {})[pm.partition] = pm
             if pm.topic_id is not None:
                 self._note_topic_id(pm.topic, pm.topic_id)
 
@@ -399,24 +403,61 @@ class ReplicaManager:
         return self._topics_by_id.get(topic_id)
 
     def metadata_response(self) -> wire.MetadataResponse:
-        parts = dict(self.metadata)
-        for tp, p in self.partitions.items():
-            if p.leader == self.broker_id and not p.offline:
-                parts[tp] = wire.PartitionMetadata(
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    leader=p.leader,
-                    leader_epoch=p.leader_epoch,
-                    isr=list(p.isr),
-                    replicas=list(p.replicas),
-                    offline_replicas=list(parts[tp].offline_replicas) if tp in parts else [],
-                    topic_id=self.topic_ids.get(tp.topic),
-                )
+        """The whole cluster's metadata (the HTTP API's): every partition the controller
+        named, and every one this broker leads, by :meth:`partition_metadata`."""
+        led = self.unannounced_leaderships()
+        tps = sorted(self.metadata.keys() | {tp for ps in led.values() for tp in ps})
         return wire.MetadataResponse(
             controller_id=self.controller_id,
             controller_epoch=self.controller_epoch,
             brokers=sorted(self.brokers.values(), key=lambda b: b.broker_id),
-            partitions=[parts[k] for k in sorted(parts)],
+            partitions=[pm for tp in tps if (pm := self.partition_metadata(tp)) is not None],
+        )
+
+    def unannounced_leaderships(self) -> dict[str, list[TopicPartition]]:
+        """Partitions this broker leads that the controller's UpdateMetadata has not named
+        yet (LeaderAndIsr comes first), by topic: Metadata answers them too. One pass over
+        the hosted partitions per Metadata request, not one per topic asked for."""
+        out: dict[str, list[TopicPartition]] = {}
+        for tp, p in self.partitions.items():
+            if tp not in self.metadata and p.leader == self.broker_id and not p.offline:
+                out.setdefault(tp.topic, []).append(tp)
+        return out
+
+    def metadata_topic_names(self, unannounced: dict[str, list[TopicPartition]]) -> list[str]:
+        """Every topic Metadata knows, sorted (a request for all topics)."""
+        return sorted(self._metadata_topics.keys() | unannounced.keys())
+
+    def topic_metadata(
+        self, topic: str, unannounced: dict[str, list[TopicPartition]]
+    ) -> list[wire.PartitionMetadata]:
+        """One topic's partitions by :meth:`partition_metadata`, in partition order; empty for
+        a topic neither the controller nor this broker's leaderships (``unannounced``, from
+        :meth:`unannounced_leaderships`) name."""
+        named = self._metadata_topics.get(topic, {})
+        tps = [TopicPartition(topic, i) for i in named]
+        tps.extend(unannounced.get(topic, ()))
+        return [pm for tp in sorted(tps) if (pm := self.partition_metadata(tp)) is not None]
+
+    def partition_metadata(self, tp: TopicPartition) -> wire.PartitionMetadata | None:
+        """The controller's word for ``tp``, or this broker's own leadership where it leads
+        ``tp`` on a working disk (LeaderAndIsr is newer than UpdateMetadata); the offline
+        replicas are always the controller's. ``None``: neither names it (any more: a
+        Metadata request served in slices may find a leadership it listed gone)."""
+        pm = self.metadata.get(tp)
+        p = self.partitions.get(tp)
+        if p is None or p.leader != self.broker_id or p.offline:
+            return pm
+        # model_construct: every field comes from state already validated on its way in.
+        return wire.PartitionMetadata.model_construct(
+            topic=tp.topic,
+            partition=tp.partition,
+            leader=p.leader,
+            leader_epoch=p.leader_epoch,
+            isr=list(p.isr),
+            replicas=list(p.replicas),
+            offline_replicas=list(pm.offline_replicas) if pm is not None else [],
+            topic_id=self.topic_ids.get(tp.topic),
         )
 
     # -- log dir failure ------------------------------------------------------------------
@@ -556,15 +597,23 @@ class ReplicaManager:
             await self.partition(tp).wait(remaining)
 
     def read_for_consumer(
-        self, tp: TopicPartition, offset: int, max_bytes: int, epoch: int = -1
+        self,
+        tp: TopicPartition,
+        offset: int,
+        max_bytes: int,
+        epoch: int = -1,
+        *,
+        min_one: bool = True,
     ) -> ReadResult:
         """One read for a consumer, without waiting: the leader's log up to the high
         watermark, at the consumer's leader epoch. The rule both front ends (HTTP and Kafka's
-        Fetch) read by; their long polls wait with :meth:`wait_for_any` between reads."""
+        Fetch) read by; their long polls wait with :meth:`wait_for_any` between reads.
+        ``min_one``: the first batch whole past ``max_bytes`` (``Log.read``; Kafka's Fetch
+        allows it to the first partition that returns records only)."""
         p = self.leader_partition(tp)
         self.check_leader_epoch(p, epoch)
         lg = self.log_of(p)
-        res = lg.read(offset, max_bytes, max_offset=lg.high_watermark)
+        res = lg.read(offset, max_bytes, max_offset=lg.high_watermark, min_one=min_one)
         self.bytes_out += len(res.data)
         return res
 
@@ -589,8 +638,9 @@ class ReplicaManager:
         """A follower's read: the leader's log from ``fetch_offset`` up to its end (not the
         high watermark), after the follower's state is updated from the offset it asked for
         (its log end): the caught-up clock, ISR expansion, the high watermark. A throttled
-        read (the leader throttle of a reassignment, decided by the caller) updates the state
-        and returns no data, as Kafka's leader answers a throttled replica over its quota.
+        read (the leader throttle of a reassignment, or the Fetch response's budget spent:
+        decided by the caller) updates the state and returns no data, as Kafka's leader
+        answers a throttled replica over its quota or a partition past ``max_bytes``.
         The records are a range of a segment file (``Log.read_slice``) for the Fetch handler
         to send without reading them; the caller closes it."""
         p = self.leader_partition(tp)

@@ -50,6 +50,7 @@ from .errors import (
 )
 from .fetcher import FetcherManager
 from .kafka.listener import KafkaListener
+from .loop_slice import LoopSlice
 from .metrics import BrokerMetrics
 from .moves import MoveService
 from .producer_ids import ProducerIdManager
@@ -68,8 +69,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 BROKER: web.AppKey[Broker] = web.AppKey("broker")
 RESERVATION: web.RequestKey[Reservation] = web.RequestKey("reservation", Reservation)
 """Where a request keeps its :class:`Reservation` in the request-memory pool."""
-LOOP_SLICE_S = 0.005
-"""The longest a request handler runs per-entry work before it lets the loop serve others."""
 
 
 class Broker:
@@ -598,13 +597,12 @@ async def alter_replica_log_dirs(request: web.Request) -> web.Response:
     b = request.app[BROKER]
     req = await parse_long_list(request, wire.AlterReplicaLogDirsRequest, "partitions")
     results = []
-    slice_end = time.monotonic() + LOOP_SLICE_S
+    sl = LoopSlice()
     for item in req.partitions:
-        if time.monotonic() >= slice_end:
+        if sl.due():
             # Issue 14: a big request must not freeze the loop (readiness, produce, fetch and
             # heartbeats run on it): give the others a turn between slices of entries.
-            await asyncio.sleep(0)
-            slice_end = time.monotonic() + LOOP_SLICE_S
+            await sl.pause()
         tp = TopicPartition(item.topic, item.partition)
         try:
             b.moves.alter(tp, item.log_dir)

@@ -956,7 +956,9 @@ class Log:
         max_offset: int | None = None,
         min_one: bool = True,
     ) -> ReadResult:
-        """Whole batches from ``offset``; ``max_offset`` (exclusive) is the visible end."""
+        """Whole batches from ``offset``; ``max_offset`` (exclusive) is the visible end. With
+        ``max_bytes`` 0 and not ``min_one`` nothing can be returned: the offset is checked and
+        no segment touched (a Fetch whose response budget is spent, issue 36)."""
         if max_bytes < 0:
             raise InvalidRequestError(f"max_bytes must not be negative, got {max_bytes}")
         with self.lock, self._guard("read"):
@@ -964,6 +966,8 @@ class Log:
             if offset < lso or offset > leo:
                 raise OffsetOutOfRangeError(f"{self.tp}: offset {offset} is outside [{lso}, {leo}]")
             data = b""
+            if max_bytes == 0 and not min_one:
+                return ReadResult(data, lso, leo, self.high_watermark)
             i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
             while offset < leo and i < len(self.segments):
                 got = self.segments[i].read(
