@@ -122,8 +122,11 @@ async def timed(what: str, aw: Any) -> Any:
     """``aw``'s result, asserting it came within :data:`ANSWER_WITHIN_S` (given 10 s to come
     at all, so a failure says how long it took)."""
     t = time.monotonic()
-    async with asyncio.timeout(10):
-        result = await aw
+    try:
+        async with asyncio.timeout(10):
+            result = await aw
+    except TimeoutError:
+        raise AssertionError(f"{what} not answered within 10 s") from None
     took = time.monotonic() - t
     print(json.dumps({"request": what, "answered_s": round(took, 3)}))
     assert took < ANSWER_WITHIN_S, f"{what} took {took:.2f}s"
