@@ -148,6 +148,16 @@ class BrokerConfig(BaseModel):
     """How long a request body may take to arrive once the broker starts reading it (after
     its pool reservation); a slower one is answered 408 and its connection closed, so a body
     trickled at 1 byte/s holds neither a connection nor pool memory for longer (issue 14)."""
+    request_body_min_bytes_per_second: Annotated[
+        PositiveInt, Field(alias="request.body.min.bytes.per.second")
+    ] = 1 << 20
+    """The slowest a request body may arrive, on average from its first byte, after a grace
+    of ``request_memory.BODY_GRACE_S`` (which is also the longest it may pause); a slower one
+    is closed (HTTP: 408), on both listeners (issue 36). A body holds its whole size in the
+    request-memory pool once it starts to arrive: without this, a client sending a byte a
+    second kept 100 MiB of the pool for all of ``request.body.timeout.ms``. 1 MiB/s takes a
+    default producer's 1 MiB request over a link of 8 Mbit/s or more (the name follows
+    Kafka's ``replica.alter.log.dirs.io.max.bytes.per.second``; Kafka has no such bound)."""
     connections_max_idle_ms: Annotated[PositiveInt, Field(alias="connections.max.idle.ms")] = 60_000
     """A connection that sends no complete request head for this long is closed: idle
     keep-alive connections and request heads that trickle in alike (aiohttp's keep-alive

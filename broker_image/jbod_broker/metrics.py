@@ -148,6 +148,29 @@ class BrokerMetrics:
             "Requests waiting for the request-memory pool before their body is read",
             lambda: pool.waiting,
         )
+        gauge(
+            "jbod_request_memory_stalled",
+            "1 while a request has waited for the request-memory pool for "
+            "request_memory.STALLED_AFTER_S or longer (also in /readyz)",
+            lambda: float(pool.stalled),
+        )
+        gauge(
+            "jbod_request_memory_oldest_wait_seconds",
+            "How long the oldest request waiting for the request-memory pool has waited",
+            lambda: pool.oldest_wait_s,
+        )
+        counter_fn(
+            "jbod_request_memory_depleted_seconds_total",
+            "Time some request waited for the request-memory pool (Kafka's "
+            "MemoryPoolDepletedTimeTotal)",
+            lambda: pool.depleted_s,
+        )
+        counter_fn(
+            "jbod_request_body_too_slow_total",
+            "Request bodies refused for arriving slower than "
+            "request.body.min.bytes.per.second (HTTP 408, Kafka: connection closed)",
+            lambda: broker.slow_bodies,
+        )
         counter_fn(
             "jbod_request_body_timeouts_total",
             "Requests answered 408: body slower than request.body.timeout.ms",

@@ -55,7 +55,7 @@ from .metrics import BrokerMetrics
 from .moves import MoveService
 from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
-from .request_memory import RequestMemoryPool, Reservation
+from .request_memory import BodyClock, RequestMemoryPool, Reservation
 from .storage.handles import FileHandles, raise_open_file_limit
 from .storage.log_manager import LogManager, StartupReport
 from .storage.names import TopicPartition, validate_partition, validate_topic
@@ -106,6 +106,9 @@ class Broker:
         self.request_memory = RequestMemoryPool(config.queued_max_request_bytes)
         self.body_timeouts = 0
         """Requests answered 408 because their body was slower than request.body.timeout.ms."""
+        self.slow_bodies = 0
+        """Request bodies refused (HTTP 408, Kafka: connection closed) for arriving slower than
+        request.body.min.bytes.per.second, on either listener."""
         self.metrics = BrokerMetrics(self)
         self.controller: ControllerChannel | None = None
         self.producer_ids = ProducerIdManager(self._producer_id_block)
@@ -346,62 +349,125 @@ async def parse_long_list(request: web.Request, model: type[M], field: str) -> M
 
 
 async def read_body(request: web.Request) -> bytes | bytearray:
-    """The request's body, read against the request-memory pool and the body deadline.
+    """The request's body, read against the request-memory pool and the body's clock.
 
     The only reader of request bodies (aiohttp's ``request.read()`` would hold a body twice
     while it copies it, and waits for neither the pool nor a deadline). A body of known
-    length reserves it whole before the first byte is taken; one whose decoded length is
-    unknown (chunked, or a Content-Encoding) reserves chunk by chunk. The reservation is the
-    request's (:data:`RESERVATION`) and the middleware releases it once the request is
-    answered, whatever happened. A body of known length waits for the pool without a
-    deadline (its bytes wait in the client's socket meanwhile, and under load a fair queue
-    must not turn into 408s); the deadline (``request.body.timeout.ms``) runs from the moment
-    the broker is ready to read its first byte to the last. Chunk reservations wait inside
-    the deadline: two chunked bodies each holding part of the pool cannot wait for each other
-    forever.
+    length reserves it whole once its first bytes are here (a Content-Length alone holds
+    nothing: issue 36), waiting for the pool without a deadline if it must (its bytes wait
+    in the client's socket meanwhile, and under load a fair queue must not turn into 408s);
+    one whose decoded length is unknown (chunked, or a Content-Encoding) reserves chunk by
+    chunk, waiting inside ``request.body.timeout.ms``: two chunked bodies each holding part of
+    the pool cannot wait for each other forever. The reservation is the request's
+    (:data:`RESERVATION`) and the middleware releases it once the request is answered,
+    whatever happened. From the first byte the broker is ready to read, the body runs on a
+    :class:`BodyClock` (``request.body.min.bytes.per.second``, ``request.body.timeout.ms``),
+    the Kafka listener's rule.
     """
     b = request.app[BROKER]
-    c = b.config
     held = request[RESERVATION]
     length = request.content_length
     encoded = "Content-Encoding" in request.headers and (
         request.headers["Content-Encoding"].lower() != "identity"
     )
-    buf = bytearray()
-    content = request.content
+    first: bytes = b""
     if length is not None and not encoded:
         _refuse_size(b, length, at_least=False)
         if length == 0:
             return b""
-        if not held.try_grow(length):  # the usual case takes it without a coroutine
-            await held.grow(length)
         # Most bodies are already whole in the reader's buffer (a produce request of a few
         # batches arrives with its head): take them as they are, with no deadline to arm and
         # no copy into a growing buffer. Arming asyncio.timeout costs a timer handle per
         # request, which was the largest part of issue 14's extra CPU per produced byte.
-        first = content.read_nowait()
-        if len(first) == length:
+        first = request.content.read_nowait()
+        if len(first) == length and held.try_grow(length):
             return first
-        buf += first
-    try:
-        async with asyncio.timeout(c.request_body_timeout_ms / 1000):
-            while chunk := await content.readany():
-                if length is None or encoded:
-                    _refuse_size(b, len(buf) + len(chunk), at_least=True)
-                    await held.grow(len(chunk))
-                # Large buffers grow in place (realloc): no copy of what was read so far, and
-                # no single long step on the loop.
-                buf += chunk
-    except TimeoutError:
-        b.body_timeouts += 1
-        expected = "" if length is None or encoded else f" of {length}"
-        raise RequestBodyTimeoutError(
-            f"the request body did not arrive within request.body.timeout.ms="
-            f"{c.request_body_timeout_ms} ({len(buf)}{expected} bytes came)"
-        ) from None
-    if length is not None and not encoded and len(buf) != length:
+        known = length
+    else:
+        known = None
+    return await _read_body_slowly(request, first, known)
+
+
+async def _read_body_slowly(request: web.Request, first: bytes, length: int | None) -> bytearray:
+    """:func:`read_body` for a body not whole in the buffer, or that the pool cannot take at
+    once: ``first`` is what was taken already (unreserved), ``length`` the Content-Length of a
+    body whose size is known."""
+    b = request.app[BROKER]
+    c = b.config
+    held = request[RESERVATION]
+    content = request.content
+    loop = asyncio.get_running_loop()
+    clock = BodyClock(
+        loop.time(),
+        timeout_s=c.request_body_timeout_ms / 1000,
+        min_rate=c.request_body_min_bytes_per_second,
+    )
+    buf = bytearray()
+    chunk = first
+    while True:
+        if chunk:
+            await _reserve(b, held, clock, len(buf), len(chunk), length)
+            # Large buffers grow in place (realloc): no copy of what was read so far, and no
+            # single long step on the loop.
+            buf += chunk
+            clock.moved(loop.time(), len(buf))
+        if length is not None and len(buf) >= length:
+            break
+        try:
+            async with asyncio.timeout_at(clock.due):
+                chunk = await content.readany()
+        except TimeoutError:
+            chunk = content.read_nowait()  # came while the loop was busy elsewhere: on time
+            if not chunk:
+                raise _late(b, clock, len(buf), length, loop.time()) from None
+            continue
+        if not chunk:
+            break
+    if length is not None and len(buf) != length:
         raise InvalidRequestError(f"the request body ended after {len(buf)} of {length} bytes")
     return buf
+
+
+async def _reserve(
+    b: Broker, held: Reservation, clock: BodyClock, have: int, n: int, length: int | None
+) -> None:
+    """Reserve for ``n`` more bytes of a body of which ``have`` are held: the whole
+    ``length`` with the first bytes when it is known, else these ``n``."""
+    if length is not None:
+        if have or held.try_grow(length):
+            return
+        loop = asyncio.get_running_loop()
+        waited = loop.time()
+        await held.grow(length)
+        clock.paused(loop.time() - waited)
+        return
+    _refuse_size(b, have + n, at_least=True)
+    if held.try_grow(n):
+        return
+    loop = asyncio.get_running_loop()
+    waited = loop.time()
+    try:
+        async with asyncio.timeout_at(clock.timeout_at):
+            await held.grow(n)
+    except TimeoutError:
+        raise _late(b, clock, have, length, loop.time()) from None
+    clock.paused(loop.time() - waited, timeout_too=False)
+
+
+def _late(b: Broker, clock: BodyClock, got: int, length: int | None, now: float) -> KafkaError:
+    c = b.config
+    expected = "" if length is None else f" of {length}"
+    if clock.timed_out(now):
+        b.body_timeouts += 1
+        return RequestBodyTimeoutError(
+            f"the request body did not arrive within request.body.timeout.ms="
+            f"{c.request_body_timeout_ms} ({got}{expected} bytes came)"
+        )
+    b.slow_bodies += 1
+    return RequestBodyTimeoutError(
+        f"the request body arrived slower than request.body.min.bytes.per.second="
+        f"{c.request_body_min_bytes_per_second} ({got}{expected} bytes came)"
+    )
 
 
 def _refuse_size(b: Broker, n: int, *, at_least: bool) -> None:
@@ -538,10 +604,22 @@ async def readyz(request: web.Request) -> web.Response:
     if not b.ready:
         return web.json_response({"status": "not ready", "reason": b.halted}, status=503)
     budget = b.open_files
+    pool = b.request_memory
     return web.json_response(
         {
             "status": "ready",
             "offline_log_dirs": sorted(b.logs.offline_dirs()),
+            # Said, not a 503 (issue 36): a stall is made by clients and ends as its holders
+            # are answered or closed by their body clock; failing readiness for it would let
+            # anyone who can reach the Kafka port take every broker out of its Service and
+            # hold up the operator's rolling restarts, which wait for ready pods.
+            "request_memory": {
+                "stalled": pool.stalled,
+                "capacity_bytes": pool.capacity,
+                "used_bytes": pool.used,
+                "waiting_requests": pool.waiting,
+                "oldest_wait_seconds": round(pool.oldest_wait_s, 3),
+            },
             "open_files": {
                 "limit": budget.limit,
                 "hard_limit": budget.hard_limit,

@@ -1,6 +1,8 @@
-"""The request-memory pool (Kafka's ``queued.max.request.bytes``, issue 14): reservations wait
-in arrival order, never exceed the capacity, and come back on every path (release, a waiter
-cancelled in the queue, a waiter cancelled right after its grant).
+"""The request-memory pool (Kafka's ``queued.max.request.bytes``, issue 14): reservations never
+exceed the capacity, one that fits is not queued behind one that does not, the oldest waiter
+is overtaken by at most a pool's worth (issue 36), a stall is measured, and memory comes back
+on every path (release, a waiter cancelled in the queue, a waiter cancelled right after its
+grant); the body clock both listeners close slow bodies by.
 
 No clock anywhere: a waiter's state is observed after letting the loop run its ready
 callbacks (``settle``), which is deterministic.
@@ -14,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from jbod_broker.request_memory import RequestMemoryPool, Reservation
+from jbod_broker import request_memory
+from jbod_broker.request_memory import BodyClock, RequestMemoryPool, Reservation
 
 
 async def settle() -> None:
@@ -53,8 +56,10 @@ def test_a_body_that_does_not_fit_waits_until_memory_is_released() -> None:
     run(body)
 
 
-def test_waiters_are_served_in_arrival_order() -> None:
-    """A small body that would fit does not overtake a large one waiting ahead of it."""
+def test_a_request_that_fits_is_not_queued_behind_one_that_does_not() -> None:
+    """Issue 36: a 100 MiB body waiting for memory others hold must not stall a small request
+    that fits in what is free (no head-of-line blocking), neither when it arrives nor when
+    memory comes back."""
 
     async def body() -> None:
         pool = RequestMemoryPool(100)
@@ -63,16 +68,95 @@ def test_waiters_are_served_in_arrival_order() -> None:
         await settle()
         small = asyncio.create_task(pool.acquire(10))
         await settle()
-        assert not large.done() and not small.done() and pool.waiting == 2
-        pool.release(60)
+        assert not large.done() and small.done() and pool.used == 70 and pool.waiting == 1
+        middle = asyncio.create_task(pool.acquire(40))
         await settle()
-        assert large.done() and pool.used == 95
-        assert not small.done()
-        pool.release(95)
+        assert not middle.done() and pool.waiting == 2
+        pool.release(10)  # 40 free: the middle one fits, the large one still does not
         await settle()
-        assert small.done() and pool.used == 10
+        assert middle.done() and not large.done() and pool.used == 100
+        pool.release(60 + 40)
+        await settle()
+        assert large.done() and pool.used == 95 and pool.waiting == 0
 
     run(body)
+
+
+def test_the_oldest_waiter_is_overtaken_by_at_most_the_pools_capacity() -> None:
+    """Against starvation: a stream of small requests that always fit would keep a large one
+    waiting forever; once they have taken a pool's worth of bytes past it, the large one is
+    next, and later requests wait behind it."""
+
+    async def body() -> None:
+        pool = RequestMemoryPool(100)
+        await pool.acquire(50)
+        large = asyncio.create_task(pool.acquire(60))
+        await settle()
+        for _ in range(10):  # 10 x 10 bytes overtake it, each answered and given back
+            assert pool.try_acquire(10)
+            pool.release(10)
+        assert not large.done() and pool.used == 50
+        assert not pool.try_acquire(10), "a pool's worth went past the oldest: it is next"
+        late = asyncio.create_task(pool.acquire(10))
+        await settle()
+        assert not late.done() and pool.waiting == 2
+        pool.release(50)
+        await settle()
+        assert large.done() and late.done() and pool.used == 70 and pool.waiting == 0
+        # A new oldest waiter starts with no overtaking counted against it.
+        big = asyncio.create_task(pool.acquire(40))
+        await settle()
+        assert not big.done() and pool.try_acquire(30) and pool.used == 100
+        pool.release(100)
+        await settle()
+        assert big.done() and pool.used == 40
+
+    run(body)
+
+
+def test_a_stall_is_measured_from_the_oldest_waiter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """/readyz and /metrics read how long the oldest waiter has waited and the total time
+    some request waited (Kafka's MemoryPoolDepletedTimeTotal); the clock is the test's."""
+    now = [1000.0]
+    monkeypatch.setattr("jbod_broker.request_memory.time.monotonic", lambda: now[0])
+
+    async def body() -> None:
+        pool = RequestMemoryPool(100)
+        assert (pool.oldest_wait_s, pool.depleted_s, pool.stalled) == (0.0, 0.0, False)
+        await pool.acquire(100)
+        first = asyncio.create_task(pool.acquire(10))
+        await settle()
+        now[0] += 0.5
+        assert pool.oldest_wait_s == 0.5 and not pool.stalled
+        now[0] += request_memory.STALLED_AFTER_S
+        assert pool.stalled and pool.depleted_s == 0.5 + request_memory.STALLED_AFTER_S
+        pool.release(100)
+        await settle()
+        assert first.done() and not pool.stalled and pool.oldest_wait_s == 0.0
+        now[0] += 10  # nobody waits: the depleted time stands still
+        assert pool.depleted_s == 0.5 + request_memory.STALLED_AFTER_S
+
+    run(body)
+
+
+def test_a_body_clock_wants_bytes_within_the_grace_and_at_the_rate() -> None:
+    """The minimum-rate rule both listeners close slow bodies by, with explicit times."""
+    grace = request_memory.BODY_GRACE_S
+    clock = BodyClock(100.0, timeout_s=30.0, min_rate=1000)
+    assert clock.due == 100.0 + grace, "the first bytes within the grace"
+    clock.moved(100.5, 500)
+    # By the rate, 500 bytes buy half a second after the grace; a pause is at most the grace.
+    assert clock.due == min(100.0 + grace + 0.5, 100.5 + grace)
+    clock.moved(101.0, 100_000)  # far ahead of the rate: the pause bound rules
+    assert clock.due == 101.0 + grace
+    assert not clock.timed_out(clock.due)
+    clock.paused(5.0)  # waiting for the pool is not the client's time
+    assert clock.due == 106.0 + grace and clock.timeout_at == 135.0
+    clock.moved(134.0, 10**9)
+    assert clock.due == 135.0 and clock.timed_out(135.0), "all of it within the timeout"
+    chunked = BodyClock(0.0, timeout_s=30.0, min_rate=1000)
+    chunked.paused(5.0, timeout_too=False)
+    assert chunked.timeout_at == 30.0 and chunked.due == 5.0 + grace
 
 
 def test_a_release_wakes_every_waiter_that_fits() -> None:
@@ -105,13 +189,15 @@ def test_a_waiter_cancelled_in_the_queue_leaves_it_and_lets_the_next_in() -> Non
         await pool.acquire(50)
         large = asyncio.create_task(pool.acquire(80))
         await settle()
-        small = asyncio.create_task(pool.acquire(40))
+        small = asyncio.create_task(pool.acquire(60))
         await settle()
-        assert not small.done(), "waits behind the large one"
+        assert not small.done() and pool.waiting == 2
         large.cancel()
         await settle()
-        assert large.cancelled()
-        assert small.done() and pool.used == 90 and pool.waiting == 0
+        assert large.cancelled() and not small.done() and pool.waiting == 1
+        pool.release(50)
+        await settle()
+        assert small.done() and pool.used == 60 and pool.waiting == 0
 
     run(body)
 
@@ -148,9 +234,10 @@ def test_a_reservation_grows_and_is_released_once() -> None:
     run(body)
 
 
-def test_taking_without_waiting_keeps_the_arrival_order() -> None:
+def test_taking_without_waiting_follows_the_same_rule() -> None:
     """The produce path's synchronous try (no coroutine when there is room) follows the same
-    rule as ``acquire``: it takes only what fits and never overtakes a queued waiter."""
+    rule as ``acquire``: it takes only what fits, and overtakes a queued waiter as a waiter
+    would."""
 
     async def body() -> None:
         pool = RequestMemoryPool(100)
@@ -167,9 +254,9 @@ def test_taking_without_waiting_keeps_the_arrival_order() -> None:
         big = asyncio.create_task(pool.acquire(60))
         await settle()
         assert pool.waiting == 1
-        # 10 bytes would fit, but the 60 waiting ahead comes first.
-        assert not pool.try_acquire(10) and pool.used == 50
-        pool.release(50)
+        # 10 bytes fit: they go past the 60 waiting for memory that is not free.
+        assert pool.try_acquire(10) and pool.used == 60
+        pool.release(60)
         await settle()
         assert big.done() and pool.used == 60 and pool.try_acquire(40) and pool.used == 100
 
