@@ -351,7 +351,9 @@ async def parse_long_list(request: web.Request, model: type[M], field: str) -> M
             if sl.due():
                 await sl.pause()
         done.extend(chunk.validate_python(pending))
-        return model.model_validate({**envelope, field: done})
+        # The envelope is validated without the list, which is put in unvalidated again:
+        # its items are, and its length was checked (0.15 s for 100,000 items otherwise).
+        return model.model_validate({**envelope, field: []}).model_copy(update={field: done})
     except (ValueError, ValidationError):  # (a ValidationError is a ValueError too)
         return _validated(raw, model.model_validate_json, model.__name__)
 
