@@ -145,8 +145,9 @@ def decode_long_list(text: str, field: str, envelope: dict[str, Any]) -> Iterato
     (``field`` itself is left out). ``envelope`` is complete once the iterator is exhausted,
     when the whole text has been checked to be one object and nothing after it. Each value is
     decoded by the standard decoder; only the object's and the array's punctuation is read
-    here. Raises ``ValueError`` on anything malformed, on ``field`` named twice, or when
-    ``field`` is not an array (the caller then validates the text whole, for its error).
+    here. Raises ``ValueError`` on anything malformed, on ``field`` missing, named twice or
+    not an array (the caller then validates the text whole, for its error); a document nested
+    too deep for the decoder raises ``RecursionError`` (the same).
     """
     i = _expect(text, 0, "{")
     seen = False
@@ -175,6 +176,8 @@ def decode_long_list(text: str, field: str, envelope: dict[str, Any]) -> Iterato
                 raise ValueError(f"expected ',' or '}}' at {i - 1}")
     if _skip(text, i) != len(text):
         raise ValueError(f"extra data after the object at {i}")
+    if not seen:
+        raise ValueError(f"no {field!r} in the object")
 
 
 def _array_items(text: str, i: int) -> Generator[Any, None, int]:

@@ -361,7 +361,9 @@ async def parse_long_list(request: web.Request, model: type[M], field: str) -> M
         least = _list_bounds(model, field)[0]
         head = model.model_validate({**envelope, field: done[:least]})
         return head.model_copy(update={field: done})
-    except (ValueError, ValidationError):  # (a ValidationError is a ValueError too)
+    except (ValueError, RecursionError):  # (a ValidationError is a ValueError too)
+        # Anything the item decoder or a chunk refuses (nesting too deep included): the whole
+        # body is validated the usual way for its error.
         return _validated(raw, model.model_validate_json, model.__name__)
 
 

@@ -42,8 +42,6 @@ def decode(text: str, field: str = "xs") -> tuple[list[Any], dict[str, Any]]:
         {"xs": []},
         {"xs": [1, "a", None, {"k": [1, 2]}, [3]], "a": 1},
         {"a": {"xs": [9]}, "xs": [True, 1.5], "b": [1, 2], "c": "x"},
-        {"b": "only the envelope"},
-        {},
     ],
 )
 def test_items_and_envelope_are_what_the_whole_decoder_reads(doc: dict[str, Any]) -> None:
@@ -55,6 +53,11 @@ def test_items_and_envelope_are_what_the_whole_decoder_reads(doc: dict[str, Any]
         items, envelope = decode(text)
         assert items == doc.get("xs", [])
         assert envelope == {k: v for k, v in doc.items() if k != "xs"}
+
+
+def test_a_document_nested_too_deep_raises_recursion_error() -> None:
+    with pytest.raises(RecursionError):
+        decode('{"xs": [' + "[" * 100_000 + "]" * 100_000 + "]}")
 
 
 @pytest.mark.parametrize(
@@ -73,6 +76,8 @@ def test_items_and_envelope_are_what_the_whole_decoder_reads(doc: dict[str, Any]
         '{1: 2, "xs": []}',
         '{"a" 1, "xs": []}',
         '{"a": 1 "xs": []}',
+        '{"b": "no list"}',
+        "{}",
     ],
 )
 def test_malformed_documents_are_refused(text: str) -> None:
