@@ -51,6 +51,9 @@ class ControllerStub:
         self.dead: set[int] = set()
         self.next_producer_id = 0
         self.heartbeats: dict[int, int] = {}
+        self.heartbeat_times: dict[int, list[float]] = {}
+        """When each broker's heartbeats arrived (``time.monotonic()``): a broker whose loop
+        is held misses them (issue 36)."""
         self.kafka_endpoints: dict[int, str] = {}
         """Each broker's advertised Kafka listener, from its heartbeats (as the operator)."""
         self._runner: web.AppRunner | None = None
@@ -131,6 +134,7 @@ class ControllerStub:
     async def _heartbeat(self, request: web.Request) -> web.Response:
         hb = wire.BrokerHeartbeat.model_validate_json(await request.read())
         self.heartbeats[hb.broker_id] = self.heartbeats.get(hb.broker_id, 0) + 1
+        self.heartbeat_times.setdefault(hb.broker_id, []).append(time.monotonic())
         if hb.kafka_endpoint is not None:
             self.kafka_endpoints[hb.broker_id] = hb.kafka_endpoint
         return web.json_response({"ok": True})

@@ -18,6 +18,7 @@ import logging
 import os
 import struct
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -101,6 +102,24 @@ R = TypeVar("R")
 
 def _persist_nothing(_data: bytes) -> None:
     """A leader-epoch cache's writer while its entries are only being computed."""
+
+
+def _epoch_writer(log: Log) -> Callable[[bytes], None]:
+    """The writer of ``log``'s leader-epoch cache, holding the log weakly.
+
+    The log's bound method would make a cycle (log -> cache -> method -> log), the only one a
+    log has: a cycle is freed only by the collector, and the broker puts its logs out of the
+    collector's sight (``gc.freeze``: at start-up, and for the logs LeaderAndIsr creates,
+    issue 36), so every deleted replica's log would stay in memory for good. Without it, a
+    log is freed by reference counting once its replica is gone."""
+    ref = weakref.ref(log)
+
+    def write(data: bytes) -> None:
+        lg = ref()
+        if lg is not None:
+            lg._persist_epochs(data)
+
+    return write
 
 
 class _Retired(Exception):
@@ -264,7 +283,7 @@ class Log:
         self.closed = False
         self._unflushed_records = 0
         self._truncations = 0
-        self.epochs = LeaderEpochCache([], self._persist_epochs)
+        self.epochs = LeaderEpochCache([], _epoch_writer(self))
         # Idempotent producers (issue 18): their epochs and last batches, with the
         # ``<offset>.snapshot`` files beside the segments (see producer_state).
         self.producers = ProducerStateManager(dir_path)
@@ -440,7 +459,7 @@ class Log:
         cache = LeaderEpochCache(entries, _persist_nothing)
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
-        self.epochs = LeaderEpochCache(cache.entries(), self._persist_epochs)
+        self.epochs = LeaderEpochCache(cache.entries(), _epoch_writer(self))
         if from_file and cache.entries() != entries:
             write_or_remove(path, format_epochs(cache.entries()))
 
@@ -1415,7 +1434,7 @@ class Log:
             cache = LeaderEpochCache(list(epochs), _persist_nothing)
             cache.truncate_from_end(leo)
             cache.truncate_from_start(self.log_start_offset)
-            self.epochs = LeaderEpochCache(cache.entries(), self._persist_epochs)
+            self.epochs = LeaderEpochCache(cache.entries(), _epoch_writer(self))
             self._persist_epochs(format_epochs(self.epochs.entries()))  # written once
             if producers is not None:
                 # The source's map as it is under the swap's locks, so a batch retried right
