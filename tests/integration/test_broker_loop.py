@@ -18,7 +18,6 @@ import asyncio
 import io
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from jbod_broker import wire
 from jbod_broker.client import CONTROLLER, BrokerClient
 from jbod_broker.errors import InvalidRequestError
 from jbod_broker.local import LocalBroker, write_token
-from tests.integration.controller_stub import ControllerStub
+from tests.integration.controller_stub import ControllerStub, LoopThread
 from tests.tiers import SERIAL
 
 pytestmark = [pytest.mark.integration, SERIAL]
@@ -191,10 +190,8 @@ def controlled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlledB
     heartbeats are received on time whatever this thread awaits."""
     tmp = tmp_path_factory.mktemp("controlled")
     stub = ControllerStub()
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    asyncio.run_coroutine_threadsafe(stub.start(), loop).result(10)
+    stub_thread = LoopThread()
+    stub_thread.run(stub.start(), 10)
     token_file = str(tmp / "token")
     token = write_token(token_file)
     b = LocalBroker(
@@ -207,12 +204,11 @@ def controlled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlledB
     )
     b.start()
     try:
-        yield ControlledBroker(b, token, stub, loop, tmp)
+        yield ControlledBroker(b, token, stub, stub_thread.loop, tmp)
     finally:
         b.stop()
-        asyncio.run_coroutine_threadsafe(stub.stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+        stub_thread.run(stub.stop(), 10)
+        stub_thread.close()
 
 
 def serve(cb: ControlledBroker, path: str, req: wire.Model) -> tuple[Served, bytes]:
