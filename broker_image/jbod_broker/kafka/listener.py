@@ -18,7 +18,9 @@ Bounds, as for the HTTP path (issue 14):
   whole within ``request.body.timeout.ms``; a connection silent between requests for
   ``connections.max.idle.ms`` is closed;
 - pipelined requests (already in the buffer, so nothing waits) let the loop serve others
-  every :data:`PIPELINE_SLICE_S`.
+  every :data:`PIPELINE_SLICE_S`;
+- a client that does not read its answers is not read either once they pass
+  :data:`UNSENT_MAX_BYTES` unsent (as Kafka mutes the channel).
 
 The usual request, whose body came with its size, is read without a timer or a coroutine
 that waits: only a body still arriving, or one the pool cannot take at once, goes the slow
@@ -93,6 +95,7 @@ class KafkaListener:
         self._connections.add(task)
         self.connections_accepted += 1
         peer = writer.get_extra_info("peername")
+        writer.transport.set_write_buffer_limits(high=UNSENT_MAX_BYTES)
         try:
             await self._serve(reader, writer)
         except ProtocolError as e:
@@ -244,6 +247,15 @@ acks=all produce waiting for its followers: the Java producer pipelines five) ha
 loop run already, but the listener cannot tell, and a turn after each such request would be
 one more loop iteration per request: so the clock is read, and a turn given once the slice is
 spent, only every few requests."""
+
+UNSENT_MAX_BYTES = 64 * 1024
+"""The most of a connection's answers left unsent (the transport's buffer, past what the
+kernel's socket buffers took) before it stops being read: each answer's send waits for the
+buffer to drain below this (``drain``), and while it waits no further request is read, so a
+client that pipelines and never reads its answers holds one answer and this much, as Kafka
+mutes a channel whose response is not sent. Without the bound (asyncio's default high-water
+mark, named here so the rule is not a library's accident), 10,000 unread Metadata answers
+would be held (test_kafka_hostile_memory)."""
 
 BODY_CHUNK_BYTES = 1 << 20
 """The most of a body taken from the reader at a time (it holds less: StreamReader stops the
