@@ -11,7 +11,10 @@ the event loop, against real broker processes on loopback.
 - a body trickled below ``request.body.min.bytes.per.second`` is closed long before
   ``request.body.timeout.ms``;
 - 10,000 pipelined ApiVersions on one connection are all answered in order while /readyz,
-  asked from another process, answers within 100 ms.
+  asked from another process, answers within 100 ms;
+- 10,000 pipelined Metadata requests of every topic from a client that never reads its
+  answers: the broker stops reading that connection, its RSS stays bounded, and the others
+  are served.
 
 Two brokers, the test as controller; topic ``t`` (one partition, replicas [0, 1], min ISR 2) is
 led by broker 0. The module measures time: SERIAL.
@@ -32,12 +35,15 @@ from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v8 import request as metadata_v8
 
 from jbod_broker.local import LocalCluster
+from jbod_broker.storage.names import TopicPartition
 from tests.broker_metrics import scrape
-from tests.integration.controller_stub import ControllerStub
+from tests.integration.controller_stub import ControllerStub, PState
 from tests.integration.kafka_wire import call, closed_by_peer, encode_request, read_response
 from tests.integration.test_broker_loop import READY_WITHIN_S, ReadyzProbe
+from tests.integration.test_broker_memory import vm_kib
 from tests.integration.test_kafka_bad_input import (
     api_versions_request,
     batch,
@@ -268,3 +274,67 @@ async def test_pipelined_requests_leave_the_loop_to_others(env: Env, tmp_path: P
     assert ids == list(range(PIPELINED)), "answered out of order"
     assert len(latencies) >= 2, "the probe never ran beside the requests"
     assert worst < READY_WITHIN_S, f"readyz took {worst:.3f}s beside the pipelined requests"
+
+
+UNREAD = 10_000
+READ_AFTER = 100
+METADATA = 3
+WIDE_PARTITIONS = 1_000
+"""Partitions of a topic known from metadata only (no replica created): an answer naming
+every topic is about 35 KB, so 10,000 answers unread would be about 350 MB."""
+UNREAD_RSS_BOUND_KIB = 32 * 1024
+"""What the broker may grow by while the client never reads: the unsent answers' bound
+(``listener.UNSENT_MAX_BYTES``), the answer being written and the requests read ahead, with
+room for the allocator; far below the 350 MB the answers would hold (the transport's limit
+lifted, it grew past this in 10 s and kept growing)."""
+
+
+async def test_a_client_that_never_reads_its_answers_is_stopped_not_buffered(env: Env) -> None:
+    """10,000 pipelined Metadata requests of every topic from a client that never reads: the
+    broker stops reading that connection once its unsent answers pass a bound (as Kafka
+    mutes a channel whose response is not sent), so its RSS stays bounded; the others are
+    served meanwhile, and once the client reads, the answers come, in order."""
+    for p in range(WIDE_PARTITIONS):
+        env.ctl.state[TopicPartition("wide", p)] = PState(replicas=[1], leader=1, isr=[1])
+    await env.ctl.update_metadata()
+    m: Any = metadata_v8
+    every_topic = m.MetadataRequest(
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+    one = await call(env.leader, every_topic)
+    assert sum(len(t.partitions) for t in one.topics) == WIDE_PARTITIONS + 1
+    proc = env.cluster[0].proc
+    assert proc is not None
+    before = vm_kib(proc.pid, "VmRSS")
+    reader, writer = await env.connect()
+    try:
+        writer.write(b"".join(encode_request(every_topic, correlation_id=i) for i in range(UNREAD)))
+        peak = await rss_until_steady(proc.pid, before)
+        await serves_everyone(env, 0)
+        peak = max(peak, vm_kib(proc.pid, "VmRSS"))
+        print(json.dumps({"rss_before_kib": before, "rss_peak_kib": peak}))
+        assert peak - before < UNREAD_RSS_BOUND_KIB, f"RSS grew {peak - before} KiB"
+        async with asyncio.timeout(60):
+            for i in range(READ_AFTER):  # each answer's header (decoding costs the test more)
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                frame = await reader.readexactly(size)
+                assert struct.unpack_from(">i", frame) == (i,), "answered out of order"
+    finally:
+        writer.transport.abort()
+
+
+async def rss_until_steady(pid: int, before: int) -> int:
+    """The broker's peak RSS until it stops growing (unchanged by more than a MiB for two
+    seconds: the connection muted, or every answer made) or passes the bound."""
+    peak, steady, still = vm_kib(pid, "VmRSS"), 0, 0
+    async with asyncio.timeout(60):
+        while still < 20 and peak - before < UNREAD_RSS_BOUND_KIB:
+            await asyncio.sleep(0.1)
+            rss = vm_kib(pid, "VmRSS")
+            peak = max(peak, rss)
+            still = still + 1 if rss - steady < 1024 else 0
+            steady = steady if still else rss
+    return peak

@@ -18,7 +18,9 @@ Bounds, as for the HTTP path (issue 14):
   whole within ``request.body.timeout.ms``; a connection silent between requests for
   ``connections.max.idle.ms`` is closed;
 - pipelined requests (already in the buffer, so nothing waits) let the loop serve others
-  every :data:`PIPELINE_SLICE_S`.
+  every :data:`PIPELINE_SLICE_S`;
+- a client that does not read its answers is not read either once they pass
+  :data:`UNSENT_MAX_BYTES` unsent (as Kafka mutes the channel).
 
 The usual request, whose body came with its size, is read without a timer or a coroutine
 that waits: only a body still arriving, or one the pool cannot take at once, goes the slow
@@ -34,13 +36,22 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from ..request_memory import BodyClock, Reservation
 from ..storage.log import FileSlice
 from .apis import HANDLERS, Close
-from .protocol import SIZE, ProtocolError, encode_response_pieces, parse_request
+from .protocol import (
+    COLLECTOR_PAUSED_MIN_BYTES,
+    SIZE,
+    ProtocolError,
+    Request,
+    encode_response_pieces,
+    parse_large_request,
+    parse_request,
+)
 
 if TYPE_CHECKING:
     from ..server import Broker
@@ -93,6 +104,7 @@ class KafkaListener:
         self._connections.add(task)
         self.connections_accepted += 1
         peer = writer.get_extra_info("peername")
+        writer.transport.set_write_buffer_limits(high=UNSENT_MAX_BYTES)
         try:
             await self._serve(reader, writer)
         except ProtocolError as e:
@@ -170,7 +182,10 @@ class KafkaListener:
                     frame: bytes | memoryview = await reader.readexactly(size)
                 else:
                     frame = await self._read_body(reader, size, held)
-                req = parse_request(frame)
+                if size < COLLECTOR_PAUSED_MIN_BYTES:
+                    req = parse_request(frame)
+                else:
+                    req = await _parse_large(frame)
                 del frame
                 response = await HANDLERS[req.api_key](self.broker, req)
             finally:
@@ -233,10 +248,29 @@ class KafkaListener:
         )
 
 
-PIPELINE_SLICE_S = 0.005
+async def _parse_large(frame: bytes | memoryview) -> Request:
+    """A large frame decoded with the collector paused (protocol.parse_large_request), then a
+    turn for the others if the decode took a slice (:data:`PIPELINE_SLICE_S`): the handler's
+    own first slice then starts a turn of its own instead of adding to the decode's (Metadata
+    naming 100,000 topics: a decode and the handler's first pass in one turn held the loop
+    48 ms, issue 36). A large produce decodes in microseconds and has no turn to pay."""
+    started = time.monotonic()
+    req = parse_large_request(frame)
+    if time.monotonic() - started >= PIPELINE_SLICE_S:
+        await asyncio.sleep(0)
+    return req
+
+
+PIPELINE_SLICE_S = 0.001
 """How long one connection's pipelined requests may run before it lets the loop serve the
-others: the HTTP handlers' ``LOOP_SLICE_S``. A client that waits for each answer never meets
-it (its next request is not there yet, and the wait for it is a turn)."""
+others. A client that waits for each answer never meets it (its next request is not there
+yet, and the wait for it is a turn). A fifth of the handlers' ``LOOP_SLICE_S``: under load a
+broker gets a fraction of a core (2 cores, load average 6-9: a turn of 4-5 ms of CPU took
+40-70 ms of wall time), and a /readyz answer needs two or three turns of the loop (read, the
+handler's task, the write), each behind a slice of the pipelined connection: with 5 ms slices
+10,000 pipelined ApiVersions put /readyz at 157-697 ms (load 5-9), with 1 ms at 27-90 ms,
+nothing else holding the loop meanwhile (a monitor of each callback's time and the
+collector's passes). A turn costs one loop iteration per millisecond of pipelined work."""
 
 PIPELINE_TURN_EVERY = 8
 """Requests taken from the buffer between two looks at the clock. A handler that waited (an
@@ -244,6 +278,15 @@ acks=all produce waiting for its followers: the Java producer pipelines five) ha
 loop run already, but the listener cannot tell, and a turn after each such request would be
 one more loop iteration per request: so the clock is read, and a turn given once the slice is
 spent, only every few requests."""
+
+UNSENT_MAX_BYTES = 64 * 1024
+"""The most of a connection's answers left unsent (the transport's buffer, past what the
+kernel's socket buffers took) before it stops being read: each answer's send waits for the
+buffer to drain below this (``drain``), and while it waits no further request is read, so a
+client that pipelines and never reads its answers holds one answer and this much, as Kafka
+mutes a channel whose response is not sent. Without the bound (asyncio's default high-water
+mark, named here so the rule is not a library's accident), 10,000 unread Metadata answers
+would be held (test_kafka_hostile_memory)."""
 
 BODY_CHUNK_BYTES = 1 << 20
 """The most of a body taken from the reader at a time (it holds less: StreamReader stops the
