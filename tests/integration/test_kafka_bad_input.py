@@ -343,7 +343,8 @@ async def test_list_offsets_refuses_as_kafka_does(env: Env) -> None:
     asked for below its version (max timestamp before v7), is UNSUPPORTED_VERSION, as Kafka's
     ReplicaManager.fetchOffset answers it, not UNKNOWN_SERVER_ERROR; a partition named twice
     is INVALID_REQUEST each time. The entries beside them are answered."""
-    await call(env.leader, produce_request(batch(3)))
+    # acks=all: the latest offset is the high watermark, which then includes the three.
+    await call(env.leader, produce_request(batch(3), acks=-1))
 
     async def codes(version: int, *entries: tuple[int, int]) -> list[tuple[ErrorCode, int]]:
         resp = await call(env.leader, list_offsets_request(version, *entries))
