@@ -12,7 +12,7 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -360,3 +360,23 @@ def stub_cluster(
                 print(f"broker {b.broker_id} exited with {rc}:\n{b.tail()}", file=sys.stderr)
         loop.run(ctl.stop())
         loop.close()
+
+
+@contextlib.asynccontextmanager
+async def running_cluster(
+    base: str, size: int, *, num_dirs: int, settings: dict[str, str]
+) -> AsyncIterator[tuple[ControllerStub, LocalCluster]]:
+    """``size`` broker processes under a controller stub on the caller's loop (an async
+    test's), both stopped at the end."""
+    ctl = ControllerStub()
+    await ctl.start()
+    cluster = LocalCluster(
+        base, size=size, num_dirs=num_dirs, controller_url=ctl.url, settings=settings
+    )
+    ctl.cluster = cluster
+    try:
+        await asyncio.to_thread(cluster.start)
+        yield ctl, cluster
+    finally:
+        await asyncio.to_thread(cluster.stop)
+        await ctl.stop()

@@ -36,7 +36,7 @@ from jbod_broker.local import LocalCluster
 from jbod_broker.storage.records import build_batch, parse_header
 from tests.bad_batches import TRANSACTIONAL, client_refused_batches
 from tests.broker_metrics import scrape
-from tests.integration.controller_stub import ControllerStub
+from tests.integration.controller_stub import ControllerStub, running_cluster
 from tests.integration.kafka_wire import call, closed_by_peer, encode_request, read_response
 
 pytestmark = pytest.mark.integration
@@ -83,19 +83,10 @@ class Env:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    ctl = ControllerStub()
-    await ctl.start()
-    cluster = LocalCluster(
-        str(tmp_path / "cluster"), size=2, num_dirs=1, controller_url=ctl.url, settings=SETTINGS
-    )
-    ctl.cluster = cluster
-    try:
-        await asyncio.to_thread(cluster.start)
+    base = str(tmp_path / "cluster")
+    async with running_cluster(base, 2, num_dirs=1, settings=SETTINGS) as (ctl, cluster):
         await ctl.create_topic("t", 1, 2)
         yield Env(ctl, cluster)
-    finally:
-        await asyncio.to_thread(cluster.stop)
-        await ctl.stop()
 
 
 def produce_request(records: bytes | None, *, acks: int = 1, topic: str = "t") -> Any:

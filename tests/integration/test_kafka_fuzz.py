@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records
@@ -53,6 +53,7 @@ from jbod_broker.local import LocalCluster
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch, decode_batch, iter_batches
 from tests.integration.controller_stub import ControllerStub, LoopThread, stub_cluster
+from tests.integration.test_broker_fuzz import FUZZ_SETTINGS as BROKER_FUZZ_SETTINGS
 
 pytestmark = pytest.mark.integration
 
@@ -85,15 +86,8 @@ st.register_type_strategy(
     ),
 )
 
-FUZZ_SETTINGS = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=list(HealthCheck),
-    print_blob=False,
-)
+FUZZ_SETTINGS = settings(BROKER_FUZZ_SETTINGS, max_examples=EXAMPLES)
+"""The broker fuzz's settings (derandomized, no database, no shrinking), more examples."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from kio.schema.metadata.v8 import request as metadata_v8
 from jbod_broker.local import LocalCluster
 from jbod_broker.storage.names import TopicPartition
 from tests.broker_metrics import scrape
-from tests.integration.controller_stub import ControllerStub, PState
+from tests.integration.controller_stub import ControllerStub, PState, running_cluster
 from tests.integration.kafka_wire import call, closed_by_peer, encode_request, read_response
 from tests.integration.test_broker_loop import READY_WITHIN_S, ReadyzProbe
 from tests.integration.test_broker_memory import vm_kib
@@ -102,19 +102,10 @@ class Env:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    ctl = ControllerStub()
-    await ctl.start()
-    cluster = LocalCluster(
-        str(tmp_path / "cluster"), size=2, num_dirs=1, controller_url=ctl.url, settings=SETTINGS
-    )
-    ctl.cluster = cluster
-    try:
-        await asyncio.to_thread(cluster.start)
+    base = str(tmp_path / "cluster")
+    async with running_cluster(base, 2, num_dirs=1, settings=SETTINGS) as (ctl, cluster):
         await ctl.create_topic("t", 1, 2, min_isr=2)
         yield Env(ctl, cluster)
-    finally:
-        await asyncio.to_thread(cluster.stop)
-        await ctl.stop()
 
 
 async def wait_until(what: str, ok: Any, timeout_s: float = 10) -> None:
