@@ -280,7 +280,12 @@ async def produce(b: Broker, req: Request) -> Any:
     jobs = [(t.name, [one(t.name, p) for p in t.partition_data]) for t in body.topic_data]
     flat = await asyncio.gather(*(j for _, js in jobs for j in js))
     if acks == 0:
-        failed = [p.error_message or p.error_code.name for p in flat if p.error_code]
+        # Produce before v8 has no error_message field: its code's name says what failed.
+        failed = [
+            getattr(p, "error_message", None) or p.error_code.name.upper()
+            for p in flat
+            if p.error_code
+        ]
         return Close(f"an acks=0 produce failed: {'; '.join(failed)}") if failed else None
     topics, i = [], 0
     for name, js in jobs:

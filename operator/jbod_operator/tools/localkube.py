@@ -63,6 +63,14 @@ T = TypeVar("T")
 # ---------------------------------------------------------------------------------------------
 
 
+class KubectlError(subprocess.CalledProcessError):
+    """A kubectl run with ``check`` that failed; its message ends with what kubectl printed
+    on stderr."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}: {(self.stderr or '').strip()[-2000:]}"
+
+
 class KubeBinariesMissing(RuntimeError):
     """kube-apiserver/etcd (or kubectl) are not built: the message says which make target to run."""
 
@@ -319,9 +327,11 @@ class KubeCluster:
             f"--cache-dir={self.workdir / 'kubectl-cache'}",
             *args,
         ]
-        return subprocess.run(
-            cmd, input=input, capture_output=True, text=True, check=check, timeout=timeout
-        )
+        done = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and done.returncode != 0:
+            # What kubectl said is the reason; CalledProcessError alone would not show it.
+            raise KubectlError(done.returncode, cmd, done.stdout, done.stderr)
+        return done
 
     def require_kubectl(self) -> Path:
         """kubectl's path, or KubeBinariesMissing naming the make target that installs it."""
