@@ -466,7 +466,8 @@ def test_pending_to_cancelled_when_cancelled_before_anything_moved(edges: list[E
     assert d.status.phase == P.PENDING
     edges.clear()
     _, d = w.step(with_spec(pr, cancel=True))
-    assert edges == [(P.PENDING, P.CANCELLED)]
+    # The waiting partition is where a cancel leads it (its original replicas): done.
+    assert edges == [(S.WAITING, S.PENDING), (S.PENDING, S.DONE), (P.PENDING, P.CANCELLED)]
     assert d.actions == () and not d.active
     assert condition(d, "Cancelled")[:2] == ("True", "Cancelled")
     assert ("Normal", "Cancelled") in [e[:2] for e in d.events]
@@ -633,6 +634,29 @@ def test_pending_to_placing_when_only_the_dir_changes(edges: list[Edge]) -> None
     assert edges == [(S.PLACING, S.DONE), (P.PENDING, P.SUCCEEDED)]
 
 
+def test_a_replica_whose_broker_does_not_answer_is_not_counted_as_placed() -> None:
+    """Issue 37 item 2: the new replica on broker 3 was created in dir a (its move to the
+    named dir b never reached it) and broker 3 went down as the step ended. The partition
+    stays Placing, saying whom it waits for, instead of Succeeded with a replica outside its
+    named dir; once broker 3 answers it gets the move, and is Done when it shows it done."""
+    w = world()
+    pr = started(w, reassign([("t", 0, [0, 1, 3], ["a", "a", "b"])]))
+    w.held[3]["a"][T0] = w.held[3]["b"].pop(T0)  # the dir named never reached broker 3
+    w.catch_up()
+    w.live.discard(3)
+    w.silent.add(3)
+    for _ in range(4):
+        pr, d = w.step(pr)
+    assert d.status.phase == P.RUNNING and state_of(d, T0) == S.PLACING
+    assert detail(d, T0).message == "brokers [3] did not answer describe-log-dirs"
+    w.live.add(3)
+    w.silent.discard(3)
+    pr, d = w.step(pr)
+    assert PreferDir(3, "t", 0, path(3, "b")) in d.actions and w.where(3, T0) == "b"
+    _, d = w.step(pr)
+    assert d.status.phase == P.SUCCEEDED
+
+
 def test_placing_waits_for_a_future_copy_to_finish() -> None:
     w = world()
     pr, _ = w.step(reassign([("t", 0, [0, 1, 2], ["b", "a", "a"])]))
@@ -790,9 +814,8 @@ def test_running_to_cancelling_reverts_a_step_whose_new_replicas_are_not_in_sync
     assert detail(d, T0).message == "cancelled: deleting the new replicas on brokers [3]"
     assert condition(d, "Progressing")[:2] == ("True", "Cancelling")
     edges.clear()
-    pr, d = w.step(pr)  # 3 deleted: the partition is between steps again, released
-    assert edges == [(S.REMOVING, S.PENDING)]
-    pr, d = w.step(pr)
+    pr, d = w.step(pr)  # 3 deleted: back at its original replicas, released
+    assert edges == [(S.REMOVING, S.DONE)]
     assert writes(d)[0].reassigned_by is None
     edges.clear()
     _, d = w.step(pr)
@@ -822,8 +845,35 @@ def test_running_to_cancelled_with_nothing_in_flight(edges: list[Edge]) -> None:
     assert pr.status.counts == {"Done": 1, "Pending": 1}
     edges.clear()
     _, d = w.step(with_spec(pr, cancel=True))
-    assert edges == [(P.RUNNING, P.CANCELLED)] and d.actions == ()
-    assert w.part(T0).replicas == (0, 1, 3)  # the finished step is kept
+    # t-1 never started: at its original replicas, where a cancel leads it.
+    assert edges == [(S.PENDING, S.DONE), (P.RUNNING, P.CANCELLED)] and d.actions == ()
+    assert w.part(T0).replicas == (0, 1, 3)  # at its target: kept
+
+
+def test_a_cancel_between_two_steps_of_a_partition_walks_it_back_to_its_original_size() -> None:
+    """Issue 37 item 3, no fault: ``[0, 3, 2] -> [1, 2, 0]`` adds the new preferred leader
+    first (``[1, 2, 0, 3]``, four replicas) and drops 3 in a later step. Cancelled while the
+    next batch runs (another partition's step), the partition between its steps is neither
+    at its target nor at its original: it walks back to ``[0, 3, 2]`` instead of staying at
+    RF + 1, which the next reassignment of it refused."""
+    w = world()
+    w.add_topic("u", {0: (0, 3, 2), 1: (0, 3, 2)}, min_isr=2)
+    targets = [("u", 0, [1, 2, 0]), ("u", 1, [1, 2, 0])]
+    pr = reassign(targets, maxConcurrentPartitionMovements=1)
+    for _ in range(10):
+        pr, _ = w.step(pr)
+        if w.part(("u", 1)).adding:
+            break
+        w.catch_up()
+    assert w.part(("u", 0)).replicas == (1, 2, 0, 3) and not w.part(("u", 0)).adding
+    assert w.part(("u", 1)).adding == (1,)
+    pr, ds = w.run(with_spec(pr, cancel=True), until=[P.CANCELLED])
+    for key in (("u", 0), ("u", 1)):
+        pv = w.part(key)
+        assert (pv.replicas, pv.leader, pv.adding, pv.removing) == ((0, 3, 2), 0, (), ())
+        assert [b for b in range(w.n) if w.where(b, key) is not None] == [0, 2, 3]
+    assert all(len(d.status.current_batch) <= 1 for d in ds)
+    assert ds[-1].status.counts == {"Done": 2}
 
 
 def test_paused_to_cancelling_and_paused_to_cancelled(edges: list[Edge]) -> None:
@@ -836,7 +886,7 @@ def test_paused_to_cancelling_and_paused_to_cancelled(edges: list[Edge]) -> None
     assert pr2.status is not None and pr2.status.phase == P.PAUSED
     edges.clear()
     w.step(with_spec(pr, cancel=True))
-    assert edges == [(P.PAUSED, P.CANCELLED)]
+    assert edges == [(S.PENDING, S.DONE), (P.PAUSED, P.CANCELLED)]
     edges.clear()
     w2.step(with_spec(pr2, cancel=True))
     assert edges == [(S.ADDING, S.REMOVING), (P.PAUSED, P.CANCELLING)]
@@ -1206,11 +1256,13 @@ def test_after_a_cancel_on_kafka_the_first_replica_is_elected_and_a_lagging_read
     assert d.status.phase == P.CANCELLING
     assert detail(d, T0).message == "cancelled: waiting for brokers [3] to leave"
     # A step Kafka had ended just before the cancel never drops them: after a while the
-    # partition goes on from where it is (here, back to the waiting read for the story).
+    # partition goes on from where it is, which is neither its target nor its original, so
+    # the cancel walks it back (here, back to the waiting read for the story).
     late = copy.deepcopy(w)
     late.now += plan.REVERT_SHOWN_WITHIN_S + 1
     _, d_late = late.step(pr)
-    assert state_of(d_late, T0) != S.REMOVING and d_late.status.phase == P.CANCELLED
+    assert [v.replicas for v in writes(d_late)] == [(0, 1, 2)]
+    assert d_late.status.phase == P.CANCELLING
     w.set_part(seen)
     kafka_revert(w)
     w.set_part(replace(w.part(T0), leader=1, isr=(1, 2)))

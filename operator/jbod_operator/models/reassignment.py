@@ -118,14 +118,14 @@ class ReassignmentPhase(StrEnum):
         Pending     -> Cancelled    spec.cancel before anything moved
         Running     -> Paused       spec.pause (steps in flight finish)
         Running     -> Succeeded    every partition at its target
-        Running     -> Cancelling   spec.cancel with steps in flight
-        Running     -> Cancelled    spec.cancel with nothing in flight
+        Running     -> Cancelling   spec.cancel: steps in flight or partitions to walk back
+        Running     -> Cancelled    spec.cancel: every partition at its target or original
         Running     -> RollingBack  spec.rollback
         Paused      -> Running      spec.pause cleared
-        Paused      -> Cancelling   spec.cancel with steps in flight
-        Paused      -> Cancelled    spec.cancel with nothing in flight
+        Paused      -> Cancelling   spec.cancel: steps in flight or partitions to walk back
+        Paused      -> Cancelled    spec.cancel: every partition at its target or original
         Paused      -> RollingBack  spec.rollback
-        Cancelling  -> Cancelled    the unfinished steps rolled back
+        Cancelling  -> Cancelled    every partition at its target or back at its original
         Succeeded   -> RollingBack  spec.rollback after the end
         Cancelled   -> RollingBack  spec.rollback after a cancel
         RollingBack -> RolledBack   every partition back at its original replicas, in order
@@ -279,7 +279,14 @@ class PartitionReassignmentSpec(CamelModel):
         ),
     ] = 600
     pause: bool = False
-    cancel: bool = False
+    cancel: Annotated[
+        bool,
+        Field(
+            description="Stop the reassignment: each partition ends at its target if it "
+            "reached it, else back at its original replicas (their order, leader and dirs); "
+            "never at a set between the two."
+        ),
+    ] = False
     rollback: bool = False
 
     @field_validator("partitions")

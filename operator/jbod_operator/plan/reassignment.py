@@ -65,14 +65,14 @@ PHASE_TRANSITIONS: Mapping[tuple[Phase | None, Phase], str] = {
     (Phase.PENDING, Phase.CANCELLED): "spec.cancel before anything moved",
     (Phase.RUNNING, Phase.PAUSED): "spec.pause (steps in flight finish)",
     (Phase.RUNNING, Phase.SUCCEEDED): "every partition at its target",
-    (Phase.RUNNING, Phase.CANCELLING): "spec.cancel with steps in flight",
-    (Phase.RUNNING, Phase.CANCELLED): "spec.cancel with nothing in flight",
+    (Phase.RUNNING, Phase.CANCELLING): "spec.cancel: steps in flight or partitions to walk back",
+    (Phase.RUNNING, Phase.CANCELLED): "spec.cancel: every partition at its target or original",
     (Phase.RUNNING, Phase.ROLLING_BACK): "spec.rollback",
     (Phase.PAUSED, Phase.RUNNING): "spec.pause cleared",
-    (Phase.PAUSED, Phase.CANCELLING): "spec.cancel with steps in flight",
-    (Phase.PAUSED, Phase.CANCELLED): "spec.cancel with nothing in flight",
+    (Phase.PAUSED, Phase.CANCELLING): "spec.cancel: steps in flight or partitions to walk back",
+    (Phase.PAUSED, Phase.CANCELLED): "spec.cancel: every partition at its target or original",
     (Phase.PAUSED, Phase.ROLLING_BACK): "spec.rollback",
-    (Phase.CANCELLING, Phase.CANCELLED): "the unfinished steps rolled back",
+    (Phase.CANCELLING, Phase.CANCELLED): "every partition at its target or back at its original",
     (Phase.SUCCEEDED, Phase.ROLLING_BACK): "spec.rollback after the end",
     (Phase.CANCELLED, Phase.ROLLING_BACK): "spec.rollback after a cancel",
     (Phase.ROLLING_BACK, Phase.ROLLED_BACK): "every partition back at its original replicas, "
@@ -624,8 +624,18 @@ def _run(p: _Pass, phase: Phase) -> Decision:
     cancelling = not rolling and (spec.cancel or phase == Phase.CANCELLING)
     original = _original_goals(p.status, p.obs)
     targets = goals_for_run(p.obs)
-    goal_of = original if rolling else targets
-    last_goal = original if phase == Phase.ROLLING_BACK else targets
+    if rolling:
+        goal_of = original
+    elif cancelling:
+        goal_of = cancel_goals(p.obs, targets, original)
+    else:
+        goal_of = targets
+    if phase == Phase.ROLLING_BACK:
+        last_goal = original
+    elif phase == Phase.CANCELLING:
+        last_goal = cancel_goals(p.obs, targets, original)
+    else:
+        last_goal = targets
     prev = _previous(p.status)
     # 1. every partition from its state of record
     for key in sorted(original):
@@ -635,9 +645,12 @@ def _run(p: _Pass, phase: Phase) -> Decision:
     # 2. a new batch, once the last one ended and nothing was written in this pass (but the
     # elections that end its steps)
     started = False
-    stopping = cancelling or (phase in (Phase.SUCCEEDED, Phase.CANCELLED) and not rolling)
+    stopping = phase in (Phase.SUCCEEDED, Phase.CANCELLED) and not rolling
+    # A cancel walks partitions back even while paused: pause holds a reassignment's way
+    # forward, and a cancel that waited for it would never end.
+    going = (not spec.pause or cancelling) and not stopping
     settled = not p.wrote
-    if not spec.pause and not stopping and _ended_by_elections(p, in_flight, goal_of):
+    if going and _ended_by_elections(p, in_flight, goal_of):
         for key in in_flight:
             _move(p, key, p.states[key], PState.PENDING)
             p.detail.pop(key, None)
@@ -646,7 +659,7 @@ def _run(p: _Pass, phase: Phase) -> Decision:
         done = p.status.current_batch
         p.event("Normal", "BatchFinished", f"batch {p.status.batch}: {len(done)} partitions done")
         p.status = p.status.model_copy(update={"current_batch": []})
-    if not in_flight and settled and not spec.pause and not stopping:
+    if not in_flight and settled and going:
         started = _next_batch(p, goal_of)
     elif in_flight and not _recorded(p, in_flight):
         _adopt_batch(p, in_flight)  # a crash after writing a batch, before recording it
@@ -655,6 +668,32 @@ def _run(p: _Pass, phase: Phase) -> Decision:
     # 4. the phase
     new_phase = _next_phase(p, phase, started=started, rolling=rolling, cancelling=cancelling)
     return _finish(p, new_phase)
+
+
+def cancel_goals(
+    obs: Observed, targets: Mapping[TP, Goal], original: Mapping[TP, Goal]
+) -> dict[TP, Goal]:
+    """Where a cancel leads each partition: its target when the record is at it (the
+    replicas in order, nothing in flight), else its original replicas, in order and with
+    the dirs recorded at acceptance.
+
+    KIP-435's steps pass through sets that are neither: a new preferred leader is added
+    before anything is removed, so ``[0, 3, 2] -> [1, 2, 0]`` holds ``[1, 2, 0, 3]`` between
+    two steps. A cancel that only undid the step in flight left such a set behind, four
+    replicas of an RF 3 topic that the next reassignment of the partition refused. Kafka's
+    own cancel (KIP-455) reverts a partition in flight to its original replicas; a partition
+    moved in several steps is in flight until its last one ends, so it walks back as a
+    rollback would (same planner, limits and throttle). Decided from the record on every
+    pass, so an operator that takes over mid-cancel leads every partition where its
+    predecessor did: one at its target stays there, any other is not at its target and
+    keeps walking back."""
+    out: dict[TP, Goal] = {}
+    for key, back in original.items():
+        pv = _view(obs, key)
+        target = targets.get(key)
+        kept = pv is not None and target is not None and _at(pv, target)
+        out[key] = target if kept and target is not None else back
+    return out
 
 
 def _ended_by_elections(p: _Pass, in_flight: Sequence[TP], goal_of: Mapping[TP, Goal]) -> bool:
@@ -1033,23 +1072,36 @@ def _finish_deletion(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PStat
 
 
 def _placed(p: _Pass, pv: PartView, goal: Goal) -> PState:
-    """Done when every replica with a named dir is in it; else Placing, with a KIP-113 move
-    to the named dir for each one that is not (a replica created before its dir was known,
-    e.g. by a probe after an operator crash, or one that stays on its broker but is named a
-    new dir). Asked again until the broker shows it there with no future copy left."""
-    wrong = []
+    """Done when describe-log-dirs of every replica with a named dir shows it in that dir,
+    with no future copy left; else Placing, with a KIP-113 move to the named dir for each one
+    that is not (a replica created before its dir was known, e.g. by a probe after an operator
+    crash, or one that stays on its broker but is named a new dir). Asked again on every
+    pass until the broker shows it there.
+
+    Placement is confirmed, never assumed: a broker that did not answer describe-log-dirs
+    keeps the partition Placing, saying so, and gets the move when it answers again. Counted
+    as placed, a broker down at the moment its partition finished left a Succeeded
+    reassignment with that replica outside its named dir: the move had never reached it."""
+    wrong: list[int] = []
+    silent: list[int] = []
     for b, d in zip(goal.replicas, goal.dirs, strict=True):
+        if not d:
+            continue
         bd = p.obs.brokers.get(b)
-        if not d or not d.startswith("/") or bd is None:
+        if bd is None or not d.startswith("/"):
+            silent.append(b)  # a name not resolved to a path: that broker was not described
             continue
         here = bd.locate(*pv.key)
         if here is None or here.path != d or bd.has_future(pv.key):
             wrong.append(b)
-            if here is not None and here.path != d and not bd.has_future(pv.key):
+            if (here is None or here.path != d) and not bd.has_future(pv.key):
                 p.actions.append(PreferDir(b, pv.topic, pv.partition, d))
-    if not wrong:
+    if not wrong and not silent:
         return PState.DONE
-    _detail(p, pv.key, pv, goal, f"moving to the named dirs on brokers {wrong}", PState.PLACING)
+    why = [f"moving to the named dirs on brokers {wrong}"] if wrong else []
+    if silent:
+        why.append(f"brokers {silent} did not answer describe-log-dirs")
+    _detail(p, pv.key, pv, goal, "; ".join(why), PState.PLACING)
     return PState.PLACING
 
 
@@ -1311,14 +1363,19 @@ def _next_phase(p: _Pass, phase: Phase, *, started: bool, rolling: bool, cancell
             p.event("Normal", "RolledBack", "every partition is back at its original replicas")
         return new
     if cancelling:
-        if phase == Phase.CANCELLING and in_flight:
+        if phase == Phase.CANCELLING and not settled:
             return phase
-        new = Phase.CANCELLING if in_flight else Phase.CANCELLED
-        if phase == Phase.PENDING and in_flight:
+        new = Phase.CANCELLED if settled else Phase.CANCELLING
+        if phase == Phase.PENDING and not settled:
             phase = transition(PHASE_TRANSITIONS, phase, Phase.RUNNING)
         new = transition(PHASE_TRANSITIONS, phase, new)
         if new == Phase.CANCELLED:
-            p.event("Normal", "Cancelled", "cancelled: finished steps kept, unfinished ones undone")
+            p.event(
+                "Normal",
+                "Cancelled",
+                "cancelled: partitions at their target kept, the others back at their "
+                "original replicas",
+            )
         return new
     if settled and phase in (Phase.PENDING, Phase.RUNNING, Phase.PAUSED):
         if phase == Phase.PAUSED:
