@@ -361,6 +361,54 @@ async def test_reassignment_cancel(sc: Scenario) -> None:
 
 
 @closes_clients
+async def test_a_cancel_between_two_steps_leaves_no_partition_at_rf_plus_one(sc: Scenario) -> None:
+    """Issue 37 item 3, no fault: ``[a, b, c] -> [x, c, a]`` adds the new preferred leader x
+    first (four replicas) and drops b in a later step. Two such partitions, one per batch:
+    cancelled while the second one's first step copies, the first one is between its steps.
+    Every partition ends at three replicas, its original ones in order with their leader
+    (or at its target), with nothing left on another broker."""
+    tps, seed = await setup(sc, mib=1)
+    first, second = tps[0], tps[1]
+    before = {tp: [r["brokerId"] for r in sc.state(tp)["replicas"]] for tp in (first, second)}
+    targets: list[dict[str, Any]] = []
+    for tp, (a, b, c) in before.items():
+        x = next(n for n in range(sc.size) if n not in (a, b, c))
+        targets.append({"topic": tp.topic, "partition": tp.partition, "replicas": [x, c, a]})
+    sc.kube.apply(
+        manifest("between", targets, maxConcurrentPartitionMovements=1, throttleBytesPerSecond=SLOW)
+    )
+
+    def first_between_steps_second_copying() -> bool:
+        one, two = sc.state(first), sc.state(second)
+        return (
+            len(one["replicas"]) == 4
+            and not one.get("addingReplicas")
+            and bool(two.get("addingReplicas"))
+        )
+
+    await wait_async(first_between_steps_second_copying, what="the cancel's moment", timeout=120)
+    patch(sc, "between", cancel=True)
+    await wait_async(
+        lambda: status(sc, "between").get("phase") == "Cancelled", what="Cancelled", timeout=120
+    )
+    for t in targets:
+        tp = TopicPartition(t["topic"], t["partition"])
+        state = sc.state(tp)
+        reps = [r["brokerId"] for r in state["replicas"]]
+        assert reps in (before[tp], t["replicas"]), (tp, state)
+        assert state["leader"] == reps[0], state
+        await wait_async(lambda tp=tp, reps=reps: set(on_disk(sc, tp)) == set(reps), what="clean")
+    assert all(v == (0, 0, 0) for v in (await throttles(sc)).values())
+    # The partition can be reassigned again (a fourth replica made the next one refused).
+    again = [{**targets[0], "replicas": before[first]}]
+    sc.kube.apply(manifest("again", again))
+    await wait_async(
+        lambda: status(sc, "again").get("phase") == "Succeeded", what="Succeeded", timeout=120
+    )
+    await check(sc, tps, seed)
+
+
+@closes_clients
 async def test_reassignment_rollback(sc: Scenario) -> None:
     """(f) rollback after the end: every partition back to its original replicas, in order,
     with its original leader, each replica in the dir it was in."""

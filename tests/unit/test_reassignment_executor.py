@@ -22,14 +22,15 @@ import contextlib
 import copy
 import inspect
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from jbod_broker import wire
 from jbod_broker.client import BrokerUnavailableError
-from jbod_operator.control.our_brokers import OurBrokersReassignments
+from jbod_operator.control.our_brokers import OurBrokersReassignments, merged_throttle
 from jbod_operator.handlers.reassignments import Outcome, reconcile_reassignment, run_actions
 from jbod_operator.models import PartitionReassignment
 from jbod_operator.plan import execution
@@ -46,8 +47,10 @@ from jbod_operator.plan.reassignment import (
     Delete,
     PartView,
     PreferDir,
+    RecordDirs,
     Tell,
     Throttle,
+    ThrottleSeen,
     TopicView,
     WritePartition,
 )
@@ -73,7 +76,7 @@ class StepsInMemory:
             b: {d: {} for d in self.dir_names} for b in range(self.n)
         }
         self.preferred: dict[tuple[int, TP], str] = {}
-        self.throttles: dict[int, Throttle] = {}
+        self.throttled: dict[int, Throttle] = {}
         """The last throttle each broker was given."""
         self.rates_set: set[int] = set()
         self.calls: list[str] = []
@@ -151,6 +154,21 @@ class StepsInMemory:
         in_step = sum(pv.in_step for tv in self.topics.values() for pv in tv.partitions.values())
         self.most_in_step = max(self.most_in_step, in_step)
 
+    async def throttles(self, brokers: Sequence[int]) -> Mapping[int, ThrottleSeen]:
+        return {
+            b: ThrottleSeen(t.rate, t.leader_replicas | t.follower_replicas)
+            for b, t in self.throttled.items()
+            if b in brokers
+        }
+
+    async def record_dirs(self, records: Sequence[RecordDirs]) -> None:
+        self.calls.append("record_dirs")
+        for r in records:
+            pv = self.topics[r.topic].partitions[r.partition]
+            fixed = dict(r.dirs)
+            dirs = tuple(fixed.get(b, d) for b, d in zip(pv.replicas, pv.dirs, strict=True))
+            self.set_part(replace(pv, dirs=dirs))
+
     async def prefer_dirs(self, prefer: Sequence[PreferDir]) -> None:
         self.calls.append("prefer_dirs")
         for a in prefer:
@@ -177,7 +195,7 @@ class StepsInMemory:
     async def throttle(self, actions: Sequence[Throttle]) -> None:
         self.calls.append("throttle")
         for action in actions:
-            self.throttles[action.broker] = action
+            self.throttled[action.broker] = action
             self.rates_set.add(action.rate)
 
     async def announce(self) -> None:
@@ -269,10 +287,10 @@ def test_a_reassignment_runs_to_its_end_through_the_interface_alone() -> None:
         assert cluster.where(b, ("t", 0)) == "b" and cluster.where(b, ("t", 1)) == "b"
     # The throttle was set while moving (on the leader and the new replicas' brokers) and
     # every one is lifted at the end.
-    assert cluster.rates_set == {1_000_000, 0} and {2, 3} <= set(cluster.throttles)
+    assert cluster.rates_set == {1_000_000, 0} and {2, 3} <= set(cluster.throttled)
     assert all(
         (t.rate, t.leader_replicas, t.follower_replicas) == (0, frozenset(), frozenset())
-        for t in cluster.throttles.values()
+        for t in cluster.throttled.values()
     )
 
 
@@ -310,7 +328,7 @@ def test_a_throttle_lift_that_failed_at_the_end_is_tried_again_before_the_end_is
     assert outs[-1].status["phase"] == "Succeeded"
     assert all(
         (t.rate, t.leader_replicas, t.follower_replicas) == (0, frozenset(), frozenset())
-        for t in cluster.throttles.values()
+        for t in cluster.throttled.values()
     )
     assert outs[-1].status.get("throttledBrokers", []) == []
 
@@ -426,6 +444,12 @@ class OrderOfCalls:
     async def write_partitions(self, writes: Sequence[Any]) -> None:
         self.calls.append("write_partitions")
 
+    async def throttles(self, brokers: Sequence[int]) -> Mapping[int, ThrottleSeen]:
+        return {}
+
+    async def record_dirs(self, records: Sequence[Any]) -> None:
+        self.calls.append("record_dirs")
+
     async def prefer_dirs(self, prefer: Sequence[Any]) -> None:
         self.calls.append("prefer_dirs")
 
@@ -504,6 +528,11 @@ class ConfigsClient:
         self.broker, self.fail = broker, fail
         self.sent: list[Any] = []
 
+    async def get_configs(self) -> Any:
+        if self.fail:
+            raise BrokerUnavailableError(f"broker {self.broker} timed out")
+        return self.sent[-1] if self.sent else wire.ThrottleConfig()
+
     async def set_configs(self, cfg: Any) -> Any:
         if self.fail:
             raise BrokerUnavailableError(f"broker {self.broker} timed out")
@@ -531,3 +560,33 @@ def test_our_brokers_raise_a_throttle_a_live_broker_did_not_take_once_the_others
     pool.clients[1].fail = False
     asyncio.run(ours.throttle(lifts))  # the next pass lifts it
     assert pool.clients[1].sent[0].leader_replication_throttled_rate == 0
+
+
+def test_a_throttle_replaces_only_its_own_resource_s_replicas_on_our_brokers() -> None:
+    """Our brokers keep one throttle config each: a pass of one reassignment sets and lifts
+    the replicas of its own partitions (its scope) and keeps another's, with their rate."""
+    mine, other = ("t", 0), ("u", 0)
+    was = wire.ThrottleConfig(
+        leader_replication_throttled_rate=500,
+        follower_replication_throttled_rate=500,
+        leader_replication_throttled_replicas=[wire.ReplicaRef(topic="u", partition=0)],
+        follower_replication_throttled_replicas=[],
+    )
+    scope = frozenset({mine})
+    on = merged_throttle(was, Throttle(1, 1000, frozenset({mine}), frozenset(), scope))
+    assert on.leader_replication_throttled_rate == 1000
+    assert [(r.topic, r.partition) for r in on.leader_replication_throttled_replicas or []] == [
+        mine,
+        other,
+    ]
+    off = merged_throttle(on, Throttle(1, 0, frozenset(), frozenset(), scope))
+    assert [(r.topic, r.partition) for r in off.leader_replication_throttled_replicas or []] == [
+        other
+    ]
+    assert off.leader_replication_throttled_rate == 1000  # the other's throttle stays on
+    last = merged_throttle(was, Throttle(1, 0, frozenset(), frozenset(), frozenset({other})))
+    assert last.leader_replication_throttled_replicas == []
+    assert (last.leader_replication_throttled_rate, last.follower_replication_throttled_rate) == (
+        0,
+        0,
+    )

@@ -198,6 +198,9 @@ class World:
     busy: dict[int, int] = field(default_factory=dict)
     claims: dict[TP, str] = field(default_factory=dict)
     now: float = NOW
+    throttled: dict[int, plan.ThrottleSeen] = field(default_factory=dict)
+    """Each broker's replication throttle as the Throttle actions left it (a broker that
+    restarts forgets it: ``del``)."""
 
     def __post_init__(self) -> None:
         self.live = self.live or set(range(self.n))
@@ -274,6 +277,7 @@ class World:
             busy=dict(self.busy),
             claims=dict(self.claims),
             cluster_dirs=self.dir_names,
+            throttles={b: t for b, t in self.throttled.items() if b in self.live},
         )
 
     def apply(self, d: Decision) -> None:
@@ -303,6 +307,19 @@ class World:
                 assert a.broker in self.live
                 for held in self.held[a.broker].values():
                     held.pop(key, None)
+            elif isinstance(a, Throttle):
+                # As our brokers' adapter merges it: this resource's replicas replaced.
+                was = self.throttled.get(a.broker, plan.ThrottleSeen(0, frozenset()))
+                kept = (was.replicas - a.scope) | a.leader_replicas | a.follower_replicas
+                mine = a.leader_replicas | a.follower_replicas
+                rate = a.rate if mine else (was.rate if kept else 0)
+                self.throttled[a.broker] = plan.ThrottleSeen(rate, kept)
+            elif isinstance(a, plan.RecordDirs):
+                assert self.topics[a.topic].resource == a.topic_resource
+                pv = self.part((a.topic, a.partition))
+                fixed = dict(a.dirs)
+                dirs = tuple(fixed.get(b, d) for b, d in zip(pv.replicas, pv.dirs, strict=True))
+                self.set_part(replace(pv, dirs=dirs))
 
     def catch_up(self, *keys: TP) -> None:
         """The new replicas of the steps in flight copied everything and joined the ISR (the
@@ -369,6 +386,8 @@ def changes(d: Decision) -> tuple[Action, ...]:
 
 T0: TP = ("t", 0)
 T1: TP = ("t", 1)
+SCOPE_T0 = frozenset({T0})
+"""A throttle's scope when the reassignment names t-0 alone."""
 
 
 def world(**kw: Any) -> World:
@@ -421,8 +440,8 @@ def test_new_to_pending_to_running_when_the_first_batch_starts(edges: list[Edge]
     # No throttle asked for: the lists are set at rate 0 (no limit), so the leader and the
     # new follower count the move's bytes as reassignment traffic.
     assert d.actions[3:] == (
-        Throttle(0, 0, frozenset({T0}), frozenset()),
-        Throttle(3, 0, frozenset(), frozenset({T0})),
+        Throttle(0, 0, frozenset({T0}), frozenset(), SCOPE_T0),
+        Throttle(3, 0, frozenset(), frozenset({T0}), SCOPE_T0),
     )
     (entry,) = d.status.current_batch
     assert (entry.current_brokers, entry.target_brokers) == ([0, 1, 2], [3, 1, 2, 0])
@@ -503,7 +522,8 @@ def test_adding_to_removing_when_every_new_replica_is_in_the_isr(edges: list[Edg
     assert out.leader_epoch == during.leader_epoch + 1  # fences the dropped replica
     assert out.isr == (1, 2, 3)  # without the dropped one
     assert (out.adding, out.removing, out.target) == ((), (0,), ())
-    assert out.dirs == (path(1, "a"), path(2, "a"), None)
+    # The new replica, named no dir ("any"), is recorded in the dir its broker shows it in.
+    assert out.dirs == (path(1, "a"), path(2, "a"), path(3, "a"))
     assert out.reassigned_by == "r"
     assert changes(d)[1:] == (Tell("t", 0, frozenset({1, 2, 3})), Delete(0, "t", 0))
     assert detail(d, T0).message == "deleting the replicas on brokers [0]"
@@ -627,6 +647,8 @@ def test_pending_to_placing_when_only_the_dir_changes(edges: list[Edge]) -> None
     assert d.actions == (
         PreferDir(0, "t", 0, path(0, "a")),
         PreferDir(1, "t", 0, path(1, "b")),
+        # The record said dir a for broker 0's replica, which its broker holds in b.
+        plan.RecordDirs("t-res", "t", 0, ((0, path(0, "b")),)),
     )
     assert d.status.phase == P.PENDING and d.active
     edges.clear()
@@ -655,6 +677,33 @@ def test_a_replica_whose_broker_does_not_answer_is_not_counted_as_placed() -> No
     assert PreferDir(3, "t", 0, path(3, "b")) in d.actions and w.where(3, T0) == "b"
     _, d = w.step(pr)
     assert d.status.phase == P.SUCCEEDED
+
+
+def test_the_state_of_record_follows_every_replica_s_dir() -> None:
+    """Issue 37 item 6: a replica moved in place to its named dir, and one created with
+    "any", are recorded in the dirs their brokers show them in, not left at the old dir or
+    none."""
+    w = world()
+    pr = reassign([("t", 0, [0, 1, 3], ["b", "a", "any"])])
+    w.run(pr, until=[P.SUCCEEDED])
+    assert [w.where(b, T0) for b in (0, 1, 3)] == ["b", "a", "a"]
+    assert w.part(T0).dirs == (path(0, "b"), path(1, "a"), path(3, "a"))
+
+
+def test_a_rollback_puts_replicas_back_in_the_dirs_they_were_in() -> None:
+    """Issue 37 item 5: the record said dir a for broker 0's replica, which broker 0 held in
+    b (moved in place before, the record never told). The originals are taken from what the
+    brokers hold, so the rollback re-creates it in b, where it was, not in a."""
+    w = world()
+    w.held[0]["b"][T0] = w.held[0]["a"].pop(T0)
+    pr, _ = w.run(reassign([("t", 0, [3, 1, 2])]), until=[P.SUCCEEDED])
+    assert pr.status is not None and pr.status.original is not None
+    assert pr.status.original[0].log_dirs == ["b", "a", "a"]
+    assert w.where(0, T0) is None
+    w.run(with_spec(pr, rollback=True), until=[P.ROLLED_BACK])
+    assert w.part(T0).replicas == (0, 1, 2)
+    assert [w.where(b, T0) for b in (0, 1, 2)] == ["b", "a", "a"]
+    assert w.part(T0).dirs == (path(0, "b"), path(1, "a"), path(2, "a"))
 
 
 def test_placing_waits_for_a_future_copy_to_finish() -> None:
@@ -1079,8 +1128,8 @@ def test_the_throttle_covers_the_leader_and_the_new_followers_and_is_lifted_at_t
     throttles = [a for a in d.actions if isinstance(a, Throttle)]
     # From the pass that starts the step: the new replica must not fetch unthrottled.
     assert throttles == [
-        Throttle(0, 1000, frozenset({T0}), frozenset()),
-        Throttle(3, 1000, frozenset(), frozenset({T0})),
+        Throttle(0, 1000, frozenset({T0}), frozenset(), SCOPE_T0),
+        Throttle(3, 1000, frozenset(), frozenset({T0}), SCOPE_T0),
     ]
     assert pr.status is not None and pr.status.throttled_brokers == [0, 3]
     pr, d = w.step(pr)  # re-sent: a broker forgets it when it restarts
@@ -1088,8 +1137,8 @@ def test_the_throttle_covers_the_leader_and_the_new_followers_and_is_lifted_at_t
     w.catch_up()
     pr, d = w.step(pr)  # shrunk: nothing catching up, lifted
     assert [a for a in d.actions if isinstance(a, Throttle)] == [
-        Throttle(0, 0, frozenset(), frozenset()),
-        Throttle(3, 0, frozenset(), frozenset()),
+        Throttle(0, 0, frozenset(), frozenset(), SCOPE_T0),
+        Throttle(3, 0, frozenset(), frozenset(), SCOPE_T0),
     ]
     assert pr.status is not None and pr.status.throttled_brokers == []
 
@@ -1109,14 +1158,51 @@ def test_brokers_about_to_be_throttled_are_on_record_before_the_throttle_is_set(
     pr, ds = w.run(pr, until=[P.SUCCEEDED])
     lifted = [a for d in ds for a in d.actions if isinstance(a, Throttle)]
     assert lifted == [
-        Throttle(0, 0, frozenset(), frozenset()),
-        Throttle(3, 0, frozenset(), frozenset()),
+        Throttle(0, 0, frozenset(), frozenset(), SCOPE_T0),
+        Throttle(3, 0, frozenset(), frozenset(), SCOPE_T0),
     ]
     assert pr.status is not None and pr.status.throttled_brokers == []
     # A pass that throttles no broker it has not recorded writes nothing first.
     w2 = world()
     pr2 = started(w2, reassign([("t", 0, [1, 2, 3])], throttleBytesPerSecond=1000))
     assert plan.recorded_first(pr2.status, advance(w2.observe(pr2))) is None
+
+
+def test_a_throttle_on_a_broker_not_heard_from_yet_is_lifted_once_it_is() -> None:
+    """Issue 37 item 4: an operator that takes over hears from the brokers one by one. The
+    step ended before broker 3 heartbeated to it: the end lifted broker 0 and used to drop
+    broker 3 from ``throttledBrokers`` unlifted, its throttle left for good. It stays on
+    record, the resource is followed while it does, and the lift goes out once 3 is live."""
+    w = world()
+    pr = started(w, reassign([("t", 0, [1, 2, 3])], throttleBytesPerSecond=1000))
+    assert w.throttled[3] == plan.ThrottleSeen(1000, frozenset({T0}))
+    w.catch_up()
+    w.live.discard(3)  # up, throttled, but not heard from by the new operator yet
+    pr, ds = w.run(pr, until=[P.SUCCEEDED])
+    assert ds[-1].active and pr.status is not None and pr.status.throttled_brokers == [3]
+    assert w.throttled[0] == plan.ThrottleSeen(0, frozenset())
+    w.live.add(3)
+    pr, d = w.step(pr)
+    assert [a.broker for a in d.actions if isinstance(a, Throttle)] == [3]
+    assert w.throttled[3] == plan.ThrottleSeen(0, frozenset())
+    assert pr.status is not None and pr.status.throttled_brokers == [] and not d.active
+    assert pr.status.phase == P.SUCCEEDED
+    _, d = w.step(pr)
+    assert d.actions == () and not d.active
+
+
+def test_the_end_lifts_a_throttle_the_brokers_report_whatever_the_status_lists() -> None:
+    """A throttle naming this resource's partitions that no status lists (set by a pass whose
+    record was lost) is lifted at the end, as read from the broker; another resource's
+    throttled replicas on that broker are kept."""
+    w = world()
+    pr, _ = w.run(reassign([("t", 0, [0, 1, 3])]), until=[P.SUCCEEDED])
+    other = ("u", 0)
+    w.throttled[1] = plan.ThrottleSeen(1000, frozenset({T0, other}))
+    pr, d = w.step(pr)
+    assert [a.broker for a in d.actions if isinstance(a, Throttle)] == [1]
+    assert w.throttled[1] == plan.ThrottleSeen(1000, frozenset({other}))
+    assert not d.active and pr.status is not None and pr.status.phase == P.SUCCEEDED
 
 
 # -- what the first version got wrong (each failed before its fix) ---------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
 from ..models import PartitionReassignment
@@ -28,7 +28,17 @@ from ..plan.execution import ActionFailed, ClusterSeen, ClusterUnusable, Partiti
 from ..plan.kafka_dirs import cluster_size_of, kafka_broker_dirs
 from ..plan.kafka_types import ClusterDescription, ConfigKind
 from ..plan.logdirmove import BrokerDirs
-from ..plan.reassignment import TP, Delete, PartView, PreferDir, Tell, Throttle, WritePartition
+from ..plan.reassignment import (
+    TP,
+    Delete,
+    PartView,
+    PreferDir,
+    RecordDirs,
+    Tell,
+    Throttle,
+    ThrottleSeen,
+    WritePartition,
+)
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +184,14 @@ class KafkaReassignments:
         }
         return PartitionsSeen(read.topics, read.busy, read.claims, read.others_in_flight)
 
+    async def throttles(self, brokers: Sequence[int]) -> Mapping[int, ThrottleSeen]:
+        """From the throttled-replica lists of the topics :meth:`partitions` read (Kafka's
+        DescribeConfigs): per broker, the replicas they name on it. The rate is not read
+        (0): a broker's rate throttles only the replicas a list names, and the lists here
+        are only of the topics this resource names, so a rate with none of them may be
+        another reassignment's."""
+        return kr.throttles_seen(self.topic_configs, brokers)
+
     # -- act ----------------------------------------------------------------------------------
 
     async def write_partitions(self, writes: Sequence[WritePartition]) -> None:
@@ -251,6 +269,10 @@ class KafkaReassignments:
                     "preferred leader not elected",
                     extra={"partition": f"{key[0]}-{key[1]}", "error": err},
                 )
+
+    async def record_dirs(self, records: Sequence[RecordDirs]) -> None:
+        """Nothing: Kafka's metadata is the record, and the entries this adapter reads take
+        each replica's dir from Kafka's DescribeLogDirs."""
 
     async def prefer_dirs(self, prefer: Sequence[PreferDir]) -> None:
         """AlterReplicaLogDirs: the retry while a new replica does not exist yet (each pass

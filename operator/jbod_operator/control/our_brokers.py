@@ -58,8 +58,10 @@ from ..plan.reassignment import (
     Delete,
     PartView,
     PreferDir,
+    RecordDirs,
     Tell,
     Throttle,
+    ThrottleSeen,
     TopicView,
     WritePartition,
 )
@@ -277,6 +279,8 @@ class OurBrokersReassignments:
         self.ns = namespace
         self.cluster_name = cluster
         self.raw: dict[str, dict[str, Any]] = {}
+        self.configs: dict[int, wire.ThrottleConfig] = {}
+        """Each broker's throttle configs as :meth:`throttles` read them."""
 
     # -- observe ------------------------------------------------------------------------------
 
@@ -332,6 +336,16 @@ class OurBrokersReassignments:
                 )
         return PartitionsSeen(views, dict(busy), claims, others_in_flight=len(claims))
 
+    async def throttles(self, brokers: Sequence[int]) -> Mapping[int, ThrottleSeen]:
+        """Each broker's throttle configs (kept to merge this pass' throttles into)."""
+        out: dict[int, ThrottleSeen] = {}
+        for b in brokers:
+            cfg = await self._broker(b, "get_configs", lambda c: c.get_configs())
+            if isinstance(cfg, wire.ThrottleConfig):
+                self.configs[b] = cfg
+                out[b] = _seen(cfg)
+        return out
+
     # -- act ----------------------------------------------------------------------------------
 
     async def write_partitions(self, writes: Sequence[WritePartition]) -> None:
@@ -352,6 +366,31 @@ class OurBrokersReassignments:
                 if e.status == 409:
                     raise RecordChanged(name) from e
                 raise
+            if isinstance(out, dict):
+                self.raw[name] = out
+
+    async def record_dirs(self, records: Sequence[RecordDirs]) -> None:
+        """Each Topic's status once with the dirs its replicas are in. After the pass' writes
+        (whose answers refreshed the Topics read), so a conflict means someone else wrote
+        since: left to the next pass, which sees what is still wrong, rather than stopping
+        this one before its brokers are told."""
+        by_topic: dict[str, dict[int, dict[int, str]]] = defaultdict(dict)
+        for r in records:
+            by_topic[r.topic][r.partition] = dict(r.dirs)
+        for name, fixes in sorted(by_topic.items()):
+            t = self.raw[name]
+            for s in t["status"]["partitions"]:
+                for r in s["replicas"] if s["partition"] in fixes else ():
+                    d = fixes[s["partition"]].get(int(r["brokerId"]))
+                    if d is not None:
+                        r["logDir"] = d
+            try:
+                out = await self.kube.replace_status(TOPICS, self.ns, t)
+            except ApiError as e:
+                if e.status != 409:
+                    raise
+                log.info("dirs not recorded: the Topic changed", extra={"topic": name})
+                continue
             if isinstance(out, dict):
                 self.raw[name] = out
 
@@ -435,18 +474,9 @@ class OurBrokersReassignments:
             raise ActionFailed("throttle not set: " + "; ".join(failed))
 
     async def _throttle(self, action: Throttle) -> None:
-        cfg = wire.ThrottleConfig(
-            leader_replication_throttled_rate=action.rate,
-            follower_replication_throttled_rate=action.rate,
-            leader_replication_throttled_replicas=[
-                wire.ReplicaRef(topic=t, partition=p) for t, p in sorted(action.leader_replicas)
-            ],
-            follower_replication_throttled_replicas=[
-                wire.ReplicaRef(topic=t, partition=p) for t, p in sorted(action.follower_replicas)
-            ],
-        )
         client = await self.pool.client(self.ns, self.cluster_name, action.broker)
-        await client.set_configs(cfg)
+        was = self.configs.get(action.broker) or await client.get_configs()
+        self.configs[action.broker] = await client.set_configs(merged_throttle(was, action))
 
     async def announce(self) -> None:
         live = sorted(self.ctrl.live())
@@ -477,6 +507,46 @@ class OurBrokersReassignments:
                 extra={"event": f"{what}_failed", "broker": b, "error": str(e)},
             )
             return None
+
+
+def _refs(refs: Sequence[wire.ReplicaRef] | None) -> set[TP]:
+    return {(r.topic, r.partition) for r in refs or ()}
+
+
+def _seen(cfg: wire.ThrottleConfig) -> ThrottleSeen:
+    rate = max(
+        cfg.leader_replication_throttled_rate or 0, cfg.follower_replication_throttled_rate or 0
+    )
+    replicas = _refs(cfg.leader_replication_throttled_replicas) | _refs(
+        cfg.follower_replication_throttled_replicas
+    )
+    return ThrottleSeen(rate, frozenset(replicas))
+
+
+def merged_throttle(was: wire.ThrottleConfig, action: Throttle) -> wire.ThrottleConfig:
+    """A broker's throttle configs with ``action`` applied: the replicas of its scope (its
+    resource's partitions) replaced by the action's, another resource's kept. The rate is
+    the action's while it throttles anything; a lift keeps the rate only for the replicas
+    another resource still throttles (and clears it once none is left)."""
+
+    def refs(tps: set[TP]) -> list[wire.ReplicaRef]:
+        return [wire.ReplicaRef(topic=t, partition=p) for t, p in sorted(tps)]
+
+    leader = (_refs(was.leader_replication_throttled_replicas) - action.scope) | set(
+        action.leader_replicas
+    )
+    follower = (_refs(was.follower_replication_throttled_replicas) - action.scope) | set(
+        action.follower_replicas
+    )
+    mine = action.leader_replicas or action.follower_replicas
+    leader_rate = action.rate if mine else (was.leader_replication_throttled_rate or 0)
+    follower_rate = action.rate if mine else (was.follower_replication_throttled_rate or 0)
+    return wire.ThrottleConfig(
+        leader_replication_throttled_rate=leader_rate if leader or follower else 0,
+        follower_replication_throttled_rate=follower_rate if leader or follower else 0,
+        leader_replication_throttled_replicas=refs(leader),
+        follower_replication_throttled_replicas=refs(follower),
+    )
 
 
 def cluster_record(bc: dict[str, Any], topics: list[dict[str, Any]]) -> ClusterRecord:

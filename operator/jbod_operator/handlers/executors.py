@@ -52,7 +52,15 @@ from ..plan.logdirmove import (
     StartAnswer,
     StartResult,
 )
-from ..plan.reassignment import Delete, PreferDir, Tell, Throttle, WritePartition
+from ..plan.reassignment import (
+    Delete,
+    PreferDir,
+    RecordDirs,
+    Tell,
+    Throttle,
+    ThrottleSeen,
+    WritePartition,
+)
 from ..plan.snapshot import quantity_bytes
 from .context import Ctx
 from .kafka_clusters import CredentialsMissing, admin_for, connection_for
@@ -201,6 +209,12 @@ class UnusableReassignments:
         raise self.why
 
     async def write_partitions(self, writes: Sequence[WritePartition]) -> None:
+        return None
+
+    async def throttles(self, brokers: Sequence[int]) -> Mapping[int, ThrottleSeen]:
+        return {}
+
+    async def record_dirs(self, records: Sequence[RecordDirs]) -> None:
         return None
 
     async def prefer_dirs(self, prefer: Sequence[PreferDir]) -> None:

@@ -44,11 +44,14 @@ from ..plan.reassignment import (
     Delete,
     Observed,
     PreferDir,
+    RecordDirs,
     Tell,
     Throttle,
+    TopicView,
     WritePartition,
     advance,
     recorded_first,
+    throttles_to_lift,
 )
 from . import failpoints
 from .context import Ctx, post_events, unless_stopped
@@ -73,7 +76,12 @@ async def reconcile_reassignment(
     status once (and the acceptance before the acts, when this pass accepts the resource
     and starts its first steps: ``plan.reassignment.recorded_first``)."""
     pr = PartitionReassignment.model_validate(body)
-    if pr.status is not None and pr.status.phase in ENDED_PHASES and not pr.spec.rollback:
+    if (
+        pr.status is not None
+        and pr.status.phase in ENDED_PHASES
+        and not pr.spec.rollback
+        and not throttles_to_lift(pr.status)
+    ):
         return Outcome(pr.status.dump())
     problem: ClusterUnusable | None = None
     try:
@@ -152,6 +160,7 @@ async def observe(
                     f"PartitionReassignment {other.metadata.name}",
                 )
     live, liveness_known = await ex.liveness()
+    throttles = await ex.throttles(sorted(_brokers_of(pr, parts.topics) & live))
     return Observed(
         pr,
         now,
@@ -163,13 +172,30 @@ async def observe(
         claims=claims,
         cluster_dirs=seen.dir_names,
         others_in_flight=parts.others_in_flight,
+        throttles=throttles,
         liveness_known=liveness_known,
     )
 
 
+def _brokers_of(pr: PartitionReassignment, topics: Mapping[str, TopicView]) -> set[int]:
+    """Every broker a pass of ``pr`` could have throttled: those its partitions are on now,
+    were on (the originals) or go to, and those its status lists."""
+    out = set(pr.status.throttled_brokers) if pr.status is not None else set()
+    for t in pr.spec.partitions:
+        out.update(t.replicas)
+        tv = topics.get(t.topic)
+        pv = tv.partitions.get(t.partition) if tv is not None else None
+        if pv is not None:
+            out.update(pv.replicas)
+    for o in (pr.status.original if pr.status is not None else None) or []:
+        out.update(o.replicas)
+    return out
+
+
 async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> None:
-    """A decision's actions in order: the throttles, then the partition state of record, the
-    dirs named, the brokers told, the dropped replicas deleted, the metadata.
+    """A decision's actions in order: the throttles, then the partition state of record (and
+    the dirs it catches up on), the dirs named, the brokers told, the dropped replicas
+    deleted, the metadata.
 
     In a pass that starts steps under a throttle (a rate above 0) the throttles come first, so
     that a step's copy is throttled from its first byte: on Kafka, writing the step is
@@ -196,6 +222,9 @@ async def run_actions(ex: ReassignmentExecutor, actions: Iterable[Action]) -> No
     if throttles and first:
         await ex.throttle(throttles)
     await ex.write_partitions(writes)
+    records = [a for a in actions if isinstance(a, RecordDirs)]
+    if records:
+        await ex.record_dirs(records)
     not_taken: ActionFailed | None = None
     if throttles and not first:
         try:
@@ -337,6 +366,17 @@ async def on_deleted(ctx: Ctx, body: kopf.Body) -> None:
                 ex = await reassignments_on(ctx, meta["namespace"], pr.spec.cluster_name)
                 out = await reconcile_reassignment(ctx.kube, ex, cancel)
                 post_events(body, out.events)
-                if out.active:
+                ended = out.status.get("phase") in {p.value for p in ENDED_PHASES}
+                if out.active and not ended:
                     raise kopf.TemporaryError("undoing the steps in flight", delay=1)
+                if out.active:
+                    # Ended, with brokers whose throttle no lift reached (not live): the
+                    # deletion does not wait for a broker that may never return.
+                    log.warning(
+                        "reassignment deleted with throttles left on brokers not live",
+                        extra={
+                            "resource": meta["name"],
+                            "brokers": out.status.get("throttledBrokers"),
+                        },
+                    )
     ctx.forget(body)

@@ -59,11 +59,16 @@ partitions                 the Topics' statuses (the state     Metadata +
                            ``reassignedBy``)                   its status has it in flight,
                                                                else someone else's) +
                                                                DescribeConfigs (min ISR)
+throttles                  each broker's throttle configs      DescribeConfigs of the topics'
+                                                               throttled-replica lists (read
+                                                               with ``partitions``)
 write_partitions           replace the Topics' statuses        AlterPartitionReassignments: an
                            (409: :class:`RecordChanged`)       entry in a step → its target
                                                                (the new replicas' dirs set first
                                                                with AlterReplicaLogDirs, from
                                                                the entry); a step undone → null
+record_dirs                the Topics' statuses get the dirs   none: Kafka's metadata (its
+                           describe-log-dirs shows             DescribeLogDirs) is the record
 prefer_dirs                alter-replica-log-dirs              AlterReplicaLogDirs (the retry
                                                                while the replica is not there)
 tell                       LeaderAndIsr                        ElectLeaders PREFERRED where the
@@ -112,7 +117,17 @@ from .logdirmove import (
     Start,
     StartResult,
 )
-from .reassignment import TP, Delete, PreferDir, Tell, Throttle, TopicView, WritePartition
+from .reassignment import (
+    TP,
+    Delete,
+    PreferDir,
+    RecordDirs,
+    Tell,
+    Throttle,
+    ThrottleSeen,
+    TopicView,
+    WritePartition,
+)
 
 
 class LogDirMoveExecutor(Protocol):
@@ -250,8 +265,19 @@ class ReassignmentExecutor(Protocol):
         the record does not name who started them, as Kafka's does not)."""
         ...
 
+    async def throttles(self, brokers: Sequence[int]) -> Mapping[int, ThrottleSeen]:
+        """The replication throttle of each of these live brokers, as it reports it (one that
+        does not answer is left out): what a pass checks it lifted, whatever its status
+        lists."""
+        ...
+
     async def write_partitions(self, writes: Sequence[WritePartition]) -> None:
         """Record each entry; raises :class:`RecordChanged` when one changed since read."""
+        ...
+
+    async def record_dirs(self, records: Sequence[RecordDirs]) -> None:
+        """Make the state of record name the dirs the brokers hold these replicas in (best
+        effort: the next pass finds what is still wrong and asks again)."""
         ...
 
     async def prefer_dirs(self, prefer: Sequence[PreferDir]) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from .kafka_types import OngoingReassignment, ReplicaKey, TopicMetadata
 from .logdirmove import BrokerDirs
-from .reassignment import TP, PartView, Throttle, TopicView, WritePartition
+from .reassignment import TP, PartView, Throttle, ThrottleSeen, TopicView, WritePartition
 
 FOREIGN = "a Kafka reassignment this resource did not start"
 """Who moves a partition whose reassignment Kafka lists and this resource's status does not."""
@@ -222,6 +222,27 @@ def throttled_replicas(entries: Iterable[tuple[TP, int]]) -> dict[str, str | Non
     for (topic, partition), broker in entries:
         by_topic[topic].append((partition, broker))
     return {t: ",".join(f"{p}:{b}" for p, b in sorted(set(v))) for t, v in by_topic.items()}
+
+
+def throttles_seen(
+    topic_configs: Mapping[str, Mapping[str, str | None]], brokers: Iterable[int]
+) -> dict[int, ThrottleSeen]:
+    """Per broker, the replicas the topics' throttled-replica lists (``partition:broker``
+    entries) name on it; rate 0 (Kafka keeps rates per broker). A ``*`` list (every replica:
+    a user's, never this operator's) is reported as the topic's partition -1, which no
+    reassignment's scope holds."""
+    wanted = set(brokers)
+    named: dict[int, set[TP]] = {b: set() for b in wanted}
+    for topic, cfg in topic_configs.items():
+        for key in TOPIC_THROTTLE_KEYS:
+            for entry in (cfg.get(key) or "").split(","):
+                part, _, broker = entry.strip().partition(":")
+                if part == "*":
+                    for b in wanted:
+                        named[b].add((topic, -1))
+                elif broker.isdigit() and part.isdigit() and int(broker) in wanted:
+                    named[int(broker)].add((topic, int(part)))
+    return {b: ThrottleSeen(0, frozenset(tps)) for b, tps in named.items()}
 
 
 def topic_throttles(

@@ -210,6 +210,19 @@ class TopicView:
 
 
 @dataclass(frozen=True)
+class ThrottleSeen:
+    """A broker's replication throttle as the broker (or Kafka's DescribeConfigs) reports it:
+    what the end of a reassignment checks it lifted, whatever its status lists."""
+
+    rate: int
+    """The throttled rate (0: none)."""
+    replicas: frozenset[TP]
+    """The replicas its throttle applies to, as leader or as follower (on Kafka: of the
+    topics the reassignment names, the ones whose throttled-replica lists name this
+    broker)."""
+
+
+@dataclass(frozen=True)
 class Observed:
     pr: PartitionReassignment
     now: float
@@ -232,6 +245,8 @@ class Observed:
     """Partitions other reassignments move anywhere in the cluster (other resources', and on
     Kafka ones someone else started): they count against ``maxConcurrentPartitionMovements``,
     which is cluster-wide."""
+    throttles: Mapping[int, ThrottleSeen] = field(default_factory=dict)
+    """The throttles of the live brokers this resource's partitions are on, as read."""
     liveness_known: bool = True
     """False right after the operator took over (the controller's grace period): a broker
     not heard from yet may well be up, so nothing is decided from its absence."""
@@ -290,9 +305,25 @@ class Throttle:
     rate: int
     leader_replicas: frozenset[TP]
     follower_replicas: frozenset[TP]
+    scope: frozenset[TP] = frozenset()
+    """The partitions of the resource that sets it: what it replaces of the broker's
+    throttled replicas (the others, another reassignment's, are kept)."""
 
 
-Action = WritePartition | PreferDir | Tell | Delete | Throttle
+@dataclass(frozen=True)
+class RecordDirs:
+    """The partition state of record follows its replicas: each ``(broker, path)`` is where
+    that broker's describe-log-dirs shows the replica, which the Topic's status did not say
+    (a replica created with "any", or moved in place to its named dir). Nothing is sent to a
+    broker: the record only catches up with what the brokers hold."""
+
+    topic_resource: str
+    topic: str
+    partition: int
+    dirs: tuple[tuple[int, str], ...]
+
+
+Action = WritePartition | PreferDir | Tell | Delete | Throttle | RecordDirs
 
 
 @dataclass(frozen=True)
@@ -394,12 +425,15 @@ def goals(obs: Observed) -> tuple[dict[TP, Goal], list[str]]:
 
 
 def originals(obs: Observed) -> list[OriginalAssignment]:
-    """What cancel and rollback walk back to: replicas in order, with their dirs."""
+    """What cancel and rollback walk back to: replicas in order, with their dirs, each dir
+    where its broker's describe-log-dirs shows the replica (the record's only for a broker
+    that did not answer): the record lagged a replica moved in place, and a rollback that
+    trusted it moved replicas into dirs they had never been in."""
     out = []
     for t in obs.pr.spec.partitions:
         pv = obs.topics[t.topic].partitions[t.partition]
         reps = [b for b in pv.replicas if b not in pv.adding]
-        dirs = [pv.dir_of(b) for b in reps]
+        dirs = [_held_in(obs, pv, b) for b in reps]
         out.append(
             OriginalAssignment(
                 topic=t.topic,
@@ -411,6 +445,13 @@ def originals(obs: Observed) -> list[OriginalAssignment]:
             )
         )
     return out
+
+
+def _held_in(obs: Observed, pv: PartView, broker: int) -> str | None:
+    """The dir ``broker`` holds ``pv``'s replica in: its describe-log-dirs, else the record."""
+    bd = obs.brokers.get(broker)
+    here = bd.locate(*pv.key) if bd is not None else None
+    return here.path if here is not None else pv.dir_of(broker)
 
 
 def _original_goals(status: PartitionReassignmentStatus, obs: Observed) -> dict[TP, Goal]:
@@ -523,10 +564,22 @@ def advance(obs: Observed) -> Decision:
     if phase in ENDED_PHASES and not (
         pr.spec.rollback and phase in (Phase.SUCCEEDED, Phase.CANCELLED)
     ):
-        return Decision(status, (), (), False)
+        return _ended(p)
     if obs.cluster_size is None:
         return _cluster_unusable(p, phase)
     return _run(p, phase)
+
+
+def _ended(p: _Pass) -> Decision:
+    """An ended reassignment changes nothing, but lifts the throttles its end could not
+    reach (a broker not live then, listed in ``throttledBrokers``; or one whose throttle, as
+    read, still names its partitions), and is followed until none is left."""
+    scope = {(t.topic, t.partition) for t in p.obs.pr.spec.partitions}
+    seen = any(t.replicas & scope for t in p.obs.throttles.values())
+    if p.obs.cluster_size is None or not (throttles_to_lift(p.status) or seen):
+        return Decision(p.status, (), (), throttles_to_lift(p.status))
+    _throttle(p, active=False)
+    return Decision(p.status, (), tuple(p.actions), throttles_to_lift(p.status))
 
 
 def recorded_first(
@@ -663,9 +716,11 @@ def _run(p: _Pass, phase: Phase) -> Decision:
         started = _next_batch(p, goal_of)
     elif in_flight and not _recorded(p, in_flight):
         _adopt_batch(p, in_flight)  # a crash after writing a batch, before recording it
-    # 3. throttles on the replicas in flight
+    # 3. the record's dirs where the brokers hold the replicas elsewhere
+    _record_dirs(p)
+    # 4. throttles on the replicas in flight
     _throttle(p, active=True)
-    # 4. the phase
+    # 5. the phase
     new_phase = _next_phase(p, phase, started=started, rolling=rolling, cancelling=cancelling)
     return _finish(p, new_phase)
 
@@ -693,6 +748,56 @@ def cancel_goals(
         target = targets.get(key)
         kept = pv is not None and target is not None and _at(pv, target)
         out[key] = target if kept and target is not None else back
+    return out
+
+
+def _record_dirs(p: _Pass) -> None:
+    """Make the state of record name the dir each settled replica is in, as its broker's
+    describe-log-dirs shows it: folded into this pass' write of the partition when there is
+    one (so one write says it all), else a :class:`RecordDirs` of its own.
+
+    The record was written where a step named a dir and never again: a replica created with
+    "any" had none, one moved in place to its named dir kept its old one, and a rollback or a
+    cancel read its originals' dirs from that record and put replicas back in dirs they had
+    never been in. A replica a step is adding is left until the step shrinks: its dir in the
+    record is the one asked for, which a resend of the request needs until it exists. A
+    partition another resource moves is that resource's to record."""
+    for key, state in sorted(p.states.items()):
+        if state == PState.GONE:
+            continue
+        tv = p.obs.topics.get(key[0])
+        read = tv.partitions.get(key[1]) if tv is not None else None
+        if tv is None or read is None or _held_by(p, read) is not None:
+            continue
+        view = _current(p, key)
+        fixes = _misrecorded(p.obs, view)
+        if not fixes:
+            continue
+        if key in p.wrote:
+            fixed = replace(
+                view,
+                dirs=tuple(fixes.get(b, d) for b, d in zip(view.replicas, view.dirs, strict=True)),
+            )
+            p.actions = [
+                WritePartition(a.topic_resource, fixed)
+                if isinstance(a, WritePartition) and a.view.key == key
+                else a
+                for a in p.actions
+            ]
+            p.wrote[key] = fixed
+        else:
+            p.actions.append(RecordDirs(tv.resource, key[0], key[1], tuple(sorted(fixes.items()))))
+
+
+def _misrecorded(obs: Observed, view: PartView) -> dict[int, str]:
+    """Per settled replica of ``view`` whose broker shows it in another dir than recorded:
+    that dir's path."""
+    out: dict[int, str] = {}
+    for b, recorded in zip(view.replicas, view.dirs, strict=True):
+        bd = obs.brokers.get(b)
+        here = bd.locate(*view.key) if bd is not None and b not in view.adding else None
+        if here is not None and recorded != here.path:
+            out[b] = here.path
     return out
 
 
@@ -1303,12 +1408,21 @@ def _adopt_batch(p: _Pass, in_flight: Sequence[TP]) -> None:
 
 def _throttle(p: _Pass, *, active: bool) -> None:
     """The throttle on the leaders and new followers of the steps catching up; lifted from
-    every broker that held it and no longer needs it (from all of them at the end).
+    every broker that may hold it and no longer needs it (from all of them at the end).
+
+    A broker may hold it when the status lists it (:func:`recorded_first` lists a broker
+    before its throttle is set) or when its throttle, as read, names one of this resource's
+    partitions (or has a rate and names nothing: a throttle left of a lift that cleared the
+    lists only). A broker that is not live now keeps its place on the list until a lift
+    reaches it: dropped unlifted, a broker that an operator just taking over had not heard
+    from yet, or a Kafka broker restarting (Kafka keeps the configs), stayed throttled after
+    the end, under a status listing no broker.
 
     The throttled-replica lists are set even without a throttle (rate 0, no limit): they are
     how a broker knows which replication is reassignment traffic, so its
     ReassignmentBytesIn/Out metrics count an unthrottled move too (as Kafka's do)."""
     obs, spec = p.obs, p.obs.pr.spec
+    scope = frozenset((t.topic, t.partition) for t in spec.partitions)
     leaders: dict[int, set[TP]] = {}
     followers: dict[int, set[TP]] = {}
     if active:
@@ -1330,12 +1444,24 @@ def _throttle(p: _Pass, *, active: bool) -> None:
     involved = set(leaders) | set(followers)
     for b in sorted(involved & obs.live):
         p.actions.append(
-            Throttle(b, rate, frozenset(leaders.get(b, ())), frozenset(followers.get(b, ())))
+            Throttle(b, rate, frozenset(leaders.get(b, ())), frozenset(followers.get(b, ())), scope)
         )
-    # A broker that is down forgot the throttle when it stopped (it is not persisted).
-    for b in sorted((set(p.status.throttled_brokers) - involved) & obs.live):
-        p.actions.append(Throttle(b, 0, frozenset(), frozenset()))
-    p.status = p.status.model_copy(update={"throttled_brokers": sorted(involved)})
+    held = set(p.status.throttled_brokers) | {
+        b for b, t in obs.throttles.items() if t.replicas & scope or (t.rate and not t.replicas)
+    }
+    size = obs.cluster_size if obs.cluster_size is not None else 1 << 31
+    lift = {b for b in held - involved if b < size}
+    for b in sorted(lift & obs.live):
+        p.actions.append(Throttle(b, 0, frozenset(), frozenset(), scope))
+    p.status = p.status.model_copy(
+        update={"throttled_brokers": sorted(involved | (lift - obs.live))}
+    )
+
+
+def throttles_to_lift(status: PartitionReassignmentStatus | None) -> bool:
+    """Whether an ended reassignment still lists brokers whose throttle no lift has reached
+    (they were not live at its end): it is followed until one has."""
+    return status is not None and bool(status.throttled_brokers)
 
 
 # -- the phase and the summary ------------------------------------------------------------
@@ -1464,7 +1590,8 @@ def _finish(p: _Pass, phase: Phase) -> Decision:
     p.status = p.status.model_copy(update={"conditions": [Condition.model_validate(x) for x in c]})
     # Cancelled while a rollback waited for the cancel to end: the rollback is next.
     rollback_next = obs.pr.spec.rollback and phase in (Phase.SUCCEEDED, Phase.CANCELLED)
-    return Decision(p.status, tuple(p.events), tuple(p.actions), not ended or rollback_next)
+    following = not ended or rollback_next or throttles_to_lift(p.status)
+    return Decision(p.status, tuple(p.events), tuple(p.actions), following)
 
 
 _LISTING_ORDER = {PState.ADDING: 0, PState.REMOVING: 0, PState.PLACING: 1, PState.WAITING: 2}
