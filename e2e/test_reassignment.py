@@ -314,8 +314,8 @@ async def test_reassignment_pause_limits_throttle(sc: Scenario) -> None:
 
 @closes_clients
 async def test_reassignment_cancel(sc: Scenario) -> None:
-    """(e) cancel mid-way: finished steps kept, the unfinished ones undone (their new
-    replicas deleted, the partition's order and leader as before the step)."""
+    """(e) cancel mid-way: partitions at their target kept, the others back at their
+    original replicas (new replicas deleted, the original order and leader)."""
     tps, seed = await setup(sc, mib=2)
     before = {tp: sc.state(tp) for tp in tps}
     targets = onto_the_others(sc, tps)
