@@ -21,6 +21,7 @@ from .common import (
     PartitionId,
     ResourceMeta,
     ResourceName,
+    StrayReplica,
     TopicName,
 )
 
@@ -357,6 +358,25 @@ class PartitionReassignmentStatus(CamelModel):
     eta_seconds: int | None = None
     throttled_brokers: list[int] = Field(default_factory=list)
     """Brokers holding this resource's throttle: cleared from exactly these at the end."""
+    stray_replicas: list[StrayReplica] = Field(default_factory=list, max_length=MAX_DETAIL)
+    """Dropped replicas whose broker was down when their step ended, so they could not be
+    deleted then (the step goes on without them). The cluster controller deletes each one
+    when its broker returns (``plan.strays``); until then the BrokerCluster's
+    ``status.strayReplicas`` lists it too. A record of what this resource left: entries stay
+    here after the deletion (the BrokerCluster's list is the live one). The latest
+    ``MAX_DETAIL`` are kept."""
+
+    def with_stray(
+        self, broker: int, topic: str, partition: int, since: str
+    ) -> PartitionReassignmentStatus:
+        """This status with ``broker``'s replica of ``topic-partition`` recorded as left."""
+        kept = [
+            s
+            for s in self.stray_replicas
+            if (s.broker_id, s.topic, s.partition) != (broker, topic, partition)
+        ]
+        left = StrayReplica(broker_id=broker, topic=topic, partition=partition, since=since)
+        return self.model_copy(update={"stray_replicas": [*kept, left][-MAX_DETAIL:]})
 
 
 class PartitionReassignment(CamelModel):
