@@ -131,6 +131,8 @@ class ClusterController:
     def start(self) -> None:
         self.started = time.monotonic()
         self.known_live = set()
+        # Another controller may have checked, deleted and reported meanwhile: a fresh view.
+        self.strays_checked, self.strays_left, self.strays_reported = {}, {}, None
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -172,7 +174,7 @@ class ClusterController:
         self.needs_probe -= probe
         async with self.lock:
             await self.reconcile(live, probe, dead_known=not in_grace)
-            await self.delete_strays(probe)
+            await self._strays_checked(probe)
         self.known_live = live if not in_grace else self.known_live | live
         if periodic:
             self.last_full = time.monotonic()
@@ -347,6 +349,17 @@ class ClusterController:
                 continue
 
     # -- strays --------------------------------------------------------------------------
+
+    async def _strays_checked(self, probed: set[int]) -> None:
+        """:meth:`delete_strays`, whose failure (the API server, a status edited by hand)
+        waits for the next probe: the pass it ends has done its work (liveness is recorded
+        after it)."""
+        try:
+            await self.delete_strays(probed)
+        except (asyncio.CancelledError, StaleControllerEpochError):
+            raise
+        except Exception:
+            log.exception("stray check failed", extra={"cluster": self.name})
 
     async def delete_strays(self, probed: set[int]) -> None:
         """Delete the stray replicas of the brokers just probed (``plan.strays``) and report
