@@ -86,11 +86,13 @@ class StrayReplica(CamelModel):
     (StopReplica with delete) when it finds it on the broker (``plan.strays``)."""
 
     broker_id: BrokerId
-    topic: str
-    partition: int
-    log_dir: str | None = None
-    """The dir it was seen in (absent: not seen, e.g. its broker was down)."""
-    since: str | None = None
+    topic: TopicName
+    partition: PartitionId
+    log_dir: Annotated[str, StringConstraints(max_length=255)] | None = None
+    """The dir it was seen in (absent: not seen, e.g. its broker was down). 255 characters
+    at most (part of a PartitionReassignment's size budget; our brokers' dirs are
+    ``/var/lib/jbod/data-<name>``)."""
+    since: Annotated[str, StringConstraints(max_length=32)] | None = None
     """When it was left (RFC 3339)."""
 
 

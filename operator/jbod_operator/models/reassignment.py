@@ -30,7 +30,8 @@ MAX_PARTITIONS = 500
 plans. Set from a measurement on the real API server (tests/integration/
 test_reassignment_size.py): at every schema limit at once (500 partitions of 249-character
 topics with 8 replicas and 64-character dirs each) and with the status at its largest, the
-object is 1.07 MiB (1,120,644 bytes as stored), under etcd's 1.5 MiB request limit."""
+object is 1.13 MiB (1,180,763 bytes as stored, 100 stray replicas listed), under etcd's 1.5
+MiB request limit."""
 
 MAX_REPLICAS = 8
 """Replicas of one partition in a target (Kafka's largest replication factors in use are 5 or
