@@ -122,6 +122,16 @@ def largest() -> dict[str, Any]:
         "rateBytesPerSecond": big,
         "etaSeconds": big,
         "throttledBrokers": list(range(1_000_000 - 64, 1_000_000)),
+        "strayReplicas": [
+            {
+                "brokerId": 1_000_000 - i,
+                "topic": TOPIC,
+                "partition": 2**31 - 1 - i,
+                "logDir": "/" + "d" * 254,
+                "since": "2026-11-24T16:58:00Z",
+            }
+            for i in range(MAX_DETAIL)
+        ],
     }
     return {
         "apiVersion": "jbod.io/v1alpha1",

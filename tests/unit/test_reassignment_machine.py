@@ -564,6 +564,9 @@ def test_no_delete_is_sent_to_a_dropped_replica_on_a_dead_broker(edges: list[Edg
     assert ("Warning", "ReplicaLeftOnDeadBroker") in [e[:2] for e in d.events]
     assert edges == [(S.REMOVING, S.DONE)]
     assert writes(d)[0].removing == ()
+    # ... and in the status, until the cluster controller deletes it (``plan.strays``).
+    left = [(s.broker_id, s.topic, s.partition, s.since) for s in d.status.stray_replicas]
+    assert left == [(0, "t", 0, iso(w.now))]
 
 
 def test_removing_stays_removing_until_the_describes_show_the_dropped_replica_gone(

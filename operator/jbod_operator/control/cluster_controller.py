@@ -10,15 +10,21 @@ goes through the same lock). Each pass reconciles from observation, not from eve
    bring them back;
 3. decide (``election.decide``) for every partition; persist changed statuses first (the
    state of record), then send LeaderAndIsr to the live replicas of changed partitions and
-   UpdateMetadata (with offline replicas, KIP-112 scenario 5) to every live broker.
+   UpdateMetadata (with offline replicas, KIP-112 scenario 5) to every live broker;
+4. strays: each probed broker's describe-log-dirs, then the Topics read fresh; the replicas it
+   holds that the state of record does not place on it (``plan.strays``) are deleted with
+   StopReplica, confirmed by describe-log-dirs, posted as an Event, and the ones not deleted
+   yet (or left on a broker that is down) listed in the BrokerCluster's status.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,12 +32,43 @@ from jbod_broker import wire
 from jbod_broker.errors import KafkaError, StaleControllerEpochError
 
 from ..clients.brokers import BrokerPool
-from ..clients.kube import TOPICS, ApiError, KubeClient
+from ..clients.kube import BROKER_CLUSTERS, EVENTS, REASSIGNMENTS, TOPICS, ApiError, KubeClient
 from ..models import kafka_topic_name, topic_id_of
-from ..plan import partition_state, topic_spec
+from ..models.common import StrayReplica
+from ..plan import partition_state, strays, topic_spec
 from ..plan.election import apply_to_status, decide, validate_alter_partition, view_from_status
 
 log = logging.getLogger(__name__)
+
+
+async def post_cluster_event(
+    kube: KubeClient, ns: str, cluster: str, reason: str, message: str, type_: str = "Warning"
+) -> None:
+    """A Kubernetes Event on the BrokerCluster (what the controller does outside a handler,
+    where kopf's events are not at hand); one that cannot be posted is only logged."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{cluster}.{uuid.uuid4().hex[:12]}", "namespace": ns},
+        "involvedObject": {
+            "apiVersion": "jbod.io/v1alpha1",
+            "kind": "BrokerCluster",
+            "name": cluster,
+            "namespace": ns,
+        },
+        "reason": reason,
+        "message": message[:1000],
+        "type": type_,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+        "source": {"component": "jbod-operator"},
+    }
+    try:
+        await kube.create(EVENTS, ns, body)
+    except ApiError as e:
+        log.warning("could not post event", extra={"error": str(e)})
 
 
 class ClusterController:
@@ -65,6 +102,12 @@ class ClusterController:
         """Set, and replaced by a fresh one, each time an AlterPartition changes an ISR: a
         PartitionReassignment whose step waits for its new replicas to join takes the event
         before a pass and waits on it (or its poll interval) after."""
+        self.strays_checked: dict[int, float] = {}
+        """Broker → the wall time its last stray check read its dirs (this controller's)."""
+        self.strays_left: dict[int, list[StrayReplica]] = {}
+        """Broker → the strays its last check found and could not delete."""
+        self.strays_reported: list[StrayReplica] | None = None
+        """The BrokerCluster's ``status.strayReplicas`` as this controller last wrote it."""
 
     # -- liveness -------------------------------------------------------------------------
 
@@ -88,6 +131,8 @@ class ClusterController:
     def start(self) -> None:
         self.started = time.monotonic()
         self.known_live = set()
+        # Another controller may have checked, deleted and reported meanwhile: a fresh view.
+        self.strays_checked, self.strays_left, self.strays_reported = {}, {}, None
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -129,6 +174,7 @@ class ClusterController:
         self.needs_probe -= probe
         async with self.lock:
             await self.reconcile(live, probe, dead_known=not in_grace)
+            await self._strays_checked(probe)
         self.known_live = live if not in_grace else self.known_live | live
         if periodic:
             self.last_full = time.monotonic()
@@ -301,6 +347,133 @@ class ClusterController:
                 raise
             except KafkaError:
                 continue
+
+    # -- strays --------------------------------------------------------------------------
+
+    async def _strays_checked(self, probed: set[int]) -> None:
+        """:meth:`delete_strays`, whose failure (the API server, a status edited by hand)
+        waits for the next probe: the pass it ends has done its work (liveness is recorded
+        after it)."""
+        try:
+            await self.delete_strays(probed)
+        except (asyncio.CancelledError, StaleControllerEpochError):
+            raise
+        except Exception:
+            log.exception("stray check failed", extra={"cluster": self.name})
+
+    async def delete_strays(self, probed: set[int]) -> None:
+        """Delete the stray replicas of the brokers just probed (``plan.strays``) and report
+        the ones left in the BrokerCluster's status. Run under the lock, after the probe's
+        LeaderAndIsr: no reassignment step or partition creation (both write the state of
+        record, then tell the brokers, under this lock) runs between the read of the dirs
+        and the deletion. The dirs are read first and the Topics after them, so a replica
+        created since a Topic was read is never taken for a stray."""
+        if not probed:
+            return
+        at = time.time()
+        seen = await self.pool.describe(self.namespace, self.name, sorted(probed))
+        topics = [
+            t
+            for t in await self.kube.list(TOPICS, self.namespace)
+            if (t.get("spec") or {}).get("clusterName") == self.name
+        ]
+        for b, dirs in sorted(seen.items()):
+            if dirs is None:
+                continue  # not answering: checked when it does
+            found = strays.find_strays(b, dirs, topics)
+            left = await self._delete(b, found) if found else []
+            self.strays_left[b] = [s.report() for s in left]
+            self.strays_checked[b] = at
+        await self._report_strays(topics)
+
+    async def _delete(self, b: int, found: list[strays.Stray]) -> list[strays.Stray]:
+        """StopReplica(delete) for ``found`` on ``b``; returns those describe-log-dirs still
+        lists after it. No leader epoch: a stray is judged by the state of record, and an
+        older topic's replica of the same name may carry a higher epoch than the new one."""
+        req = wire.StopReplicaRequest(
+            controller_id=0,
+            controller_epoch=self.pool.controller_epoch,
+            partitions=[
+                wire.StopReplicaPartition(topic=s.topic, partition=s.partition, delete=True)
+                for s in found
+            ],
+        )
+        try:
+            client = await self.pool.client(self.namespace, self.name, b)
+            await client.stop_replica(req)
+        except StaleControllerEpochError:
+            raise
+        except KafkaError as e:
+            log.warning(
+                "stray replicas not deleted",
+                extra={"event": "stray_replica_delete_failed", "broker": b, "error": str(e)},
+            )
+            return found
+        after = await self.pool.describe(self.namespace, self.name, [b])
+        left = strays.still_there(found, after[b])
+        gone = [s for s in found if s not in left]
+        for s in gone:
+            log.warning(
+                "stray replica deleted",
+                extra={
+                    "event": "stray_replica_deleted",
+                    "broker": b,
+                    "topic": s.topic,
+                    "partition": s.partition,
+                    "log_dir": s.log_dir,
+                },
+            )
+        for s in left:
+            log.warning(
+                "stray replica still there after its deletion",
+                extra={
+                    "event": "stray_replica_left",
+                    "broker": b,
+                    "topic": s.topic,
+                    "partition": s.partition,
+                    "log_dir": s.log_dir,
+                },
+            )
+        if gone:
+            await post_cluster_event(
+                self.kube,
+                self.namespace,
+                self.name,
+                "StrayReplicaDeleted",
+                f"broker {b}: deleted {len(gone)} replica(s) the partitions' state of record "
+                "does not place on it: " + ", ".join(str(s) for s in gone),
+                type_="Normal",
+            )
+        return left
+
+    async def _report_strays(self, topics: list[dict[str, Any]]) -> None:
+        """``status.strayReplicas`` of the BrokerCluster, written when it changes: the
+        replicas reassignments left on brokers not checked since, and those not deleted."""
+        left = [
+            StrayReplica.model_validate(s)
+            for o in await self.kube.list(REASSIGNMENTS, self.namespace)
+            if (o.get("spec") or {}).get("clusterName") == self.name
+            for s in (o.get("status") or {}).get("strayReplicas") or ()
+        ]
+        now = strays.pending(
+            left,
+            [s for ss in self.strays_left.values() for s in ss],
+            self.strays_checked,
+            self._broker_count([t for t in topics if (t.get("status") or {}).get("partitions")]),
+        )
+        if now == self.strays_reported:
+            return
+        try:
+            await self.kube.patch_status(
+                BROKER_CLUSTERS,
+                self.namespace,
+                self.name,
+                {"strayReplicas": [s.dump() for s in now]},
+            )
+        except ApiError as e:
+            log.warning("stray replicas not reported", extra={"error": str(e)})
+            return
+        self.strays_reported = now
 
     # -- AlterPartition -------------------------------------------------------------------
 

@@ -10,11 +10,9 @@ only the active operator answers, a standby says 503.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import hmac
 import logging
 import random
-import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -24,9 +22,9 @@ from pydantic import ValidationError
 from jbod_broker import wire
 
 from ..clients.brokers import BrokerPool
-from ..clients.kube import CONFIGMAPS, EVENTS, ApiError, KubeClient
+from ..clients.kube import CONFIGMAPS, ApiError, KubeClient
 from ..plan import producer_ids
-from .cluster_controller import ClusterController
+from .cluster_controller import ClusterController, post_cluster_event
 
 log = logging.getLogger(__name__)
 
@@ -134,29 +132,7 @@ class ControllerEndpoint:
     async def post_event(
         self, ns: str, cluster: str, reason: str, message: str, type_: str = "Warning"
     ) -> None:
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": f"{cluster}.{uuid.uuid4().hex[:12]}", "namespace": ns},
-            "involvedObject": {
-                "apiVersion": "jbod.io/v1alpha1",
-                "kind": "BrokerCluster",
-                "name": cluster,
-                "namespace": ns,
-            },
-            "reason": reason,
-            "message": message[:1000],
-            "type": type_,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-            "source": {"component": "jbod-operator"},
-        }
-        try:
-            await self.kube.create(EVENTS, ns, body)
-        except ApiError as e:
-            log.warning("could not post event", extra={"error": str(e)})
+        await post_cluster_event(self.kube, ns, cluster, reason, message, type_)
 
 
 async def healthz(_request: web.Request) -> web.Response:

@@ -9,8 +9,9 @@ empties it; Strimzi #9640 deletes the claim of a disk that still holds data). Lo
 ``spec.replicas`` is refused the same way (``plan.scale_down``), with the condition
 ``ScaleDownBlocked``, while a broker that would go still holds replicas by the Topic statuses.
 
-``status.balance`` belongs to continuous detection (``handlers.balance``): this reconcile never
-writes it, so a pass that read the object before a sample cannot put an older summary back.
+``status.balance`` belongs to continuous detection (``handlers.balance``) and
+``status.strayReplicas`` to the cluster controller: this reconcile never writes them, so a pass
+that read the object before their writer cannot put an older value back.
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ async def reconcile_cluster(
     gen = bc.metadata.generation
     status: dict[str, Any] = dict(body.get("status") or {})
     status.pop("balance", None)  # continuous detection's (handlers.balance)
+    status.pop("strayReplicas", None)  # the cluster controller's
     conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
     outcome = ClusterOutcome(status)
 
@@ -295,7 +297,9 @@ async def reconcile_cluster(
         "brokers": brokers,
         "logDirs": [d.name for d in effective.spec.log_dirs],
     }
-    before = {k: v for k, v in (body.get("status") or {}).items() if k != "balance"}
+    before = {
+        k: v for k, v in (body.get("status") or {}).items() if k not in ("balance", "strayReplicas")
+    }
     if outcome.status != before:
         await kube.patch_status(BROKER_CLUSTERS, ns, name, outcome.status)
     return outcome

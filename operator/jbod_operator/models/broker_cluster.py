@@ -7,7 +7,15 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from .common import BrokerId, CamelModel, Condition, DnsLabel, Quantity, ResourceMeta
+from .common import (
+    BrokerId,
+    CamelModel,
+    Condition,
+    DnsLabel,
+    Quantity,
+    ResourceMeta,
+    StrayReplica,
+)
 
 ConfigKey = Annotated[
     str, StringConstraints(min_length=1, max_length=255, pattern=r"^[a-z0-9.\-_]+$")
@@ -47,6 +55,9 @@ MAX_HISTORY_SAMPLES = 10_000
 one sample is a few numbers per disk, plus one size per partition for the Spark job)."""
 MAX_BALANCE_SECONDS = 7 * 24 * 3600
 """A week: the longest window, cooldown or sample interval a person would mean."""
+MAX_STRAYS = 1000
+"""Stray replicas the BrokerCluster's status lists (each is ~100 bytes): the first ones by
+broker, topic and partition; the controller deletes every one it finds either way."""
 
 
 class BalanceSpec(CamelModel):
@@ -245,6 +256,12 @@ class BrokerClusterStatus(CamelModel):
         default_factory=list, description="Log dir names currently in the StatefulSet."
     )
     balance: BalanceStatus | None = None
+    stray_replicas: list[StrayReplica] = Field(default_factory=list, max_length=MAX_STRAYS)
+    """Replicas the cluster controller knows a broker holds (or may hold) outside the
+    partitions' state of record and has not deleted yet: left by a PartitionReassignment on a
+    broker that was down (its ``status.strayReplicas``), or found on a broker whose deletion
+    did not take. Each goes once a describe-log-dirs of its broker, after the controller's
+    StopReplica, shows it gone. Written by the controller only (``plan.strays``)."""
 
 
 class BrokerCluster(CamelModel):

@@ -79,6 +79,23 @@ class CamelModel(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
+class StrayReplica(CamelModel):
+    """A replica a broker holds, or may hold, that the partition's state of record does not
+    place on it (a "stray", as Kafka's brokers call one): dropped by a reassignment while the
+    broker was down, or of a topic deleted meanwhile. The cluster controller deletes it
+    (StopReplica with delete) when it finds it on the broker (``plan.strays``)."""
+
+    broker_id: BrokerId
+    topic: TopicName
+    partition: PartitionId
+    log_dir: Annotated[str, StringConstraints(max_length=255)] | None = None
+    """The dir it was seen in (absent: not seen, e.g. its broker was down). 255 characters
+    at most (part of a PartitionReassignment's size budget; our brokers' dirs are
+    ``/var/lib/jbod/data-<name>``)."""
+    since: Annotated[str, StringConstraints(max_length=32)] | None = None
+    """When it was left (RFC 3339)."""
+
+
 class Condition(CamelModel):
     type: Annotated[str, StringConstraints(min_length=1, max_length=316)]
     status: Literal["True", "False", "Unknown"]

@@ -21,6 +21,7 @@ from .common import (
     PartitionId,
     ResourceMeta,
     ResourceName,
+    StrayReplica,
     TopicName,
 )
 
@@ -29,7 +30,8 @@ MAX_PARTITIONS = 500
 plans. Set from a measurement on the real API server (tests/integration/
 test_reassignment_size.py): at every schema limit at once (500 partitions of 249-character
 topics with 8 replicas and 64-character dirs each) and with the status at its largest, the
-object is 1.07 MiB (1,120,644 bytes as stored), under etcd's 1.5 MiB request limit."""
+object is 1.13 MiB (1,180,763 bytes as stored, 100 stray replicas listed), under etcd's 1.5
+MiB request limit."""
 
 MAX_REPLICAS = 8
 """Replicas of one partition in a target (Kafka's largest replication factors in use are 5 or
@@ -364,6 +366,25 @@ class PartitionReassignmentStatus(CamelModel):
     eta_seconds: int | None = None
     throttled_brokers: list[int] = Field(default_factory=list)
     """Brokers holding this resource's throttle: cleared from exactly these at the end."""
+    stray_replicas: list[StrayReplica] = Field(default_factory=list, max_length=MAX_DETAIL)
+    """Dropped replicas whose broker was down when their step ended, so they could not be
+    deleted then (the step goes on without them). The cluster controller deletes each one
+    when its broker returns (``plan.strays``); until then the BrokerCluster's
+    ``status.strayReplicas`` lists it too. A record of what this resource left: entries stay
+    here after the deletion (the BrokerCluster's list is the live one). The latest
+    ``MAX_DETAIL`` are kept."""
+
+    def with_stray(
+        self, broker: int, topic: str, partition: int, since: str
+    ) -> PartitionReassignmentStatus:
+        """This status with ``broker``'s replica of ``topic-partition`` recorded as left."""
+        kept = [
+            s
+            for s in self.stray_replicas
+            if (s.broker_id, s.topic, s.partition) != (broker, topic, partition)
+        ]
+        left = StrayReplica(broker_id=broker, topic=topic, partition=partition, since=since)
+        return self.model_copy(update={"stray_replicas": [*kept, left][-MAX_DETAIL:]})
 
 
 class PartitionReassignment(CamelModel):

@@ -1154,14 +1154,16 @@ def _finish_deletion(p: _Pass, tv: TopicView, pv: PartView, goal: Goal) -> PStat
     left = []
     for b in pv.removing:
         if b not in obs.live and obs.liveness_known:
-            # Down: its copy stays on its disk (Kafka deletes it when the broker returns; ours
-            # is left as a stray folder, reported in the Event) and the step goes on.
+            # Down: its copy stays on its disk and the step goes on. It is a stray, recorded
+            # in the status; the cluster controller deletes it when the broker returns (as
+            # Kafka's brokers delete the replicas the metadata does not place on them).
             p.event(
                 "Warning",
                 "ReplicaLeftOnDeadBroker",
-                f"{pv.topic}-{pv.partition}: "
-                f"broker {b} is down; its dropped replica could not be deleted",
+                f"{pv.topic}-{pv.partition}: broker {b} is down; its dropped replica is "
+                "deleted when it returns",
             )
+            p.status = p.status.with_stray(b, pv.topic, pv.partition, iso(obs.now))
             continue
         bd = obs.brokers.get(b)
         if bd is None or bd.locate(*pv.key) is not None or bd.has_future(pv.key):
