@@ -485,6 +485,9 @@ class _Pass:
     wrote: dict[TP, PartView] = field(default_factory=dict)
     """The entries this pass writes: what the brokers are told next, so what the throttles
     (and anything else decided after the write) must look at."""
+    recording: set[TP] = field(default_factory=set)
+    """Partitions whose dirs this pass records on their own (:class:`RecordDirs`): the
+    resource does not end on a pass that still corrects its record; the next one confirms."""
     elected: set[TP] = field(default_factory=set)
     """Partitions whose step ended led by another replica than its first, and whose write in
     this pass is that replica's election: the step's last act (see :func:`_ended_by_elections`)."""
@@ -787,6 +790,7 @@ def _record_dirs(p: _Pass) -> None:
             p.wrote[key] = fixed
         else:
             p.actions.append(RecordDirs(tv.resource, key[0], key[1], tuple(sorted(fixes.items()))))
+            p.recording.add(key)
 
 
 def _misrecorded(obs: Observed, view: PartView) -> dict[int, str]:
@@ -1471,8 +1475,15 @@ def throttles_to_lift(status: PartitionReassignmentStatus | None) -> bool:
 
 def _next_phase(p: _Pass, phase: Phase, *, started: bool, rolling: bool, cancelling: bool) -> Phase:
     spec = p.obs.pr.spec
+    # A pass that writes (a partition's entry, or its dirs) ends nothing: the record it
+    # writes is confirmed by the next pass' read (a dir record the API server refused on a
+    # conflict ended a reassignment with the record naming the wrong dir).
     in_flight = any(s in IN_FLIGHT for s in p.states.values()) or bool(p.wrote)
-    settled = not in_flight and all(s in (PState.DONE, PState.GONE) for s in p.states.values())
+    settled = (
+        not in_flight
+        and not p.recording
+        and all(s in (PState.DONE, PState.GONE) for s in p.states.values())
+    )
     if rolling:
         new = phase
         if phase == Phase.PENDING:
