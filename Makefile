@@ -56,7 +56,7 @@ e2e: setup
 # each end audited against the brokers (e2e/test_reassignment_torture.py; `make test` runs its
 # two fixed seeds): SEEDS=N runs seeds 1..N (or a comma list), STEPS reassignments each.
 SEEDS ?= 2
-STEPS ?= 3
+STEPS ?= 6
 torture: setup
 	TORTURE_SEEDS=$(SEEDS) TORTURE_STEPS=$(STEPS) scripts/run-tests e2e/test_reassignment_torture.py -s
 

@@ -150,10 +150,13 @@ back after it succeeded."""
 # -- a random plan ------------------------------------------------------------------------
 
 
-def random_plan(rng: random.Random, sc: Scenario, tps: list[TopicPartition]) -> dict[str, Any]:
+def random_plan(
+    rng: random.Random, sc: Scenario, tps: list[TopicPartition], fate: str
+) -> dict[str, Any]:
     """A PartitionReassignment spec: 1-4 partitions (of those at RF 3: one left at another
     size by an earlier end is audited, not moved again) each onto 3 random brokers (often a
-    new first replica), dirs named, ``any`` or left out; random limits; sometimes a throttle."""
+    new first replica), dirs named, ``any`` or left out; random limits; sometimes a throttle
+    (always when it is to be cancelled or rolled back mid-way: so that a step is in flight)."""
     movable = [tp for tp in tps if len(sc.state(tp)["replicas"]) == RF]
     chosen = rng.sample(movable, rng.randint(1, min(4, len(movable)))) if movable else []
     parts = []
@@ -175,7 +178,7 @@ def random_plan(rng: random.Random, sc: Scenario, tps: list[TopicPartition]) -> 
         "maxConcurrentReplicaMovements": rng.randint(1, 2),
         "maxConcurrentLeaderMovements": rng.randint(1, 3),
     }
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 or fate in ("cancel", "rollback-mid"):  # mid-way is mid-step
         spec["throttleBytesPerSecond"] = rng.choice(THROTTLES)
     return spec
 
@@ -244,10 +247,12 @@ class Faults:
         await asyncio.sleep(down_s)  # the seeded downtime itself
         await asyncio.to_thread(b.start)
 
-    async def chaos(self, rng: random.Random, stop: asyncio.Event) -> None:
-        """Faults at seeded moments until ``stop``: 1-3 of them, 0.5-6 s apart."""
-        for _ in range(rng.randint(1, 3)):
+    async def chaos(self, rng: random.Random, stop: asyncio.Event, first: str) -> None:
+        """Faults at seeded moments until ``stop``: 1-3 of them, 0.5-6 s apart, the first of
+        kind ``first`` (so that every seed kills operators and brokers both)."""
+        for n in range(rng.randint(1, 3)):
             kind, broker, down = self.draw(rng)
+            kind = first if n == 0 else kind
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), rng.uniform(0.5, 6))
             if stop.is_set():
@@ -338,11 +343,11 @@ async def one_reassignment(
     """Reassignment ``i`` of the seed, with faults, then its audit; False when it did not
     end (the run cannot go on: its partitions stay claimed)."""
     rng = random.Random(f"{tally.seed}:{i}")
-    spec = random_plan(rng, sc, tps)
+    fate = tally.fates()[i]
+    spec = random_plan(rng, sc, tps, fate)
     if not spec["partitions"]:
         tally.problem("no partition at RF 3 left to move")
         return False
-    fate = tally.fates()[i]
     name = f"r{i}"
     clients = {b: sc.client(b) for b in range(BROKERS)}
     before = await audit.placement_of(clients)
@@ -353,7 +358,7 @@ async def one_reassignment(
     faults.watch = name
     stop = asyncio.Event()
     chaos = asyncio.get_running_loop().create_task(
-        faults.chaos(random.Random(f"{tally.seed}:{i}:chaos"), stop)
+        faults.chaos(random.Random(f"{tally.seed}:{i}:chaos"), stop, ("operator", "broker")[i % 2])
     )
     try:
         gen, phases = await control(sc, name, fate, rng, faults)
