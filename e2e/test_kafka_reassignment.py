@@ -500,6 +500,7 @@ async def test_audit_of_a_random_reassignment_and_a_cancel(
     )
     assert st["phase"] == "Succeeded", (AUDIT_SEED, spec, st)
     problems = await audit_kafka(kafka_jbod, kube, "audit-run", before)
+    print(f"\naudit on Kafka, seed {AUDIT_SEED}: {json.dumps(spec)} -> {problems}")
     assert problems == [], (f"seed {AUDIT_SEED}", spec, problems)
     # Another random plan, cancelled while its first batch copies (a slow throttle).
     spec = random_spec(rng, topic, await asyncio.to_thread(metadata, kafka_jbod, topic))
@@ -522,5 +523,6 @@ async def test_audit_of_a_random_reassignment_and_a_cancel(
     )
     assert st["phase"] == "Cancelled", (AUDIT_SEED, spec, st)
     problems = await audit_kafka(kafka_jbod, kube, "audit-cancel", before)
+    print(f"\naudit on Kafka, seed {AUDIT_SEED}, cancelled: {json.dumps(spec)} -> {problems}")
     assert problems == [], (f"seed {AUDIT_SEED}", spec, problems)
     await finish_and_check(kafka_jbod, topic, prod, count)

@@ -202,9 +202,13 @@ class Faults:
         self.lock = asyncio.Lock()
         self.watch: str | None = None
 
-    async def run(self, kind: str, broker: int, down_s: float) -> None:
+    async def run(self, kind: str, broker: int, down_s: float, *, ended: bool = True) -> None:
+        """One fault; with ``ended`` False, none once the watched reassignment has ended (a
+        fault then would test nothing of it)."""
         async with self.lock:
             phase = status(self.sc, self.watch).get("phase") if self.watch else None
+            if not ended and phase in ENDED:
+                return
             key = f"{kind}@{phase}"
             self.tally.during[key] = self.tally.during.get(key, 0) + 1
             if kind == "operator":
@@ -261,7 +265,7 @@ class Faults:
                 await asyncio.wait_for(stop.wait(), rng.uniform(0.5, 6))
             if stop.is_set():
                 return
-            await self.run(kind, broker, down)
+            await self.run(kind, broker, down, ended=False)
 
     @staticmethod
     def draw(rng: random.Random) -> tuple[str, int, float]:
