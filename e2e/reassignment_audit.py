@@ -153,8 +153,9 @@ def _name(tp: TP) -> str:
 
 
 def _check_dirs(tp: TP, end: Ending, placed: Placement, other: Ending | None) -> list[str]:
-    """Each replica in its named dir. At a cancel's target, a replica that was an original
-    one may also stay in its original dir (the rule names no dir for it)."""
+    """Each replica in its named dir. At a cancel's target (``other``: the original), a
+    replica that was an original one may also stay in its original dir (the cancel rule names
+    no dir for it); at the original, every replica must be back in its recorded dir."""
     out = []
     for i, b in enumerate(end.replicas):
         at = placed.get(b)
@@ -192,7 +193,7 @@ def _check_partition(tp: TP, ends: list[Ending], held: Held) -> list[str]:
             f"{_name(tp)}: led by {now.leader}, not its first replica {now.replicas[0]} "
             f"(ISR {list(now.isr)})"
         )
-    other = next((e for e in ends if e is not end), None)
+    other = next((e for e in ends if e is not end), None) if end.label == "target" else None
     out += _check_dirs(tp, end, held.placement.get(tp, {}), other)
     return out
 

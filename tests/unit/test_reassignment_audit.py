@@ -116,3 +116,10 @@ def test_a_state_of_record_other_than_what_the_brokers_hold_is_a_problem() -> No
         before={TP: {0: "a", 1: "b", 2: "a"}},
     )
     assert len(got) == 1 and "status.original records dir None for broker 1" in got[0], got
+
+
+def test_a_cancel_back_at_its_original_is_back_in_the_original_dirs() -> None:
+    p = pr("Cancelled", [1, 2, 0], ["b", "b", "b"], [0, 3, 2], ["a", "a", "a"])
+    assert compare(p, held([1, 2, 0], ["b", "b", "a"])) == []  # 0 and 2 were originals
+    got = compare(p, held([0, 3, 2], ["a", "a", "b"]))
+    assert len(got) == 1 and "broker 2 is in dir 'b', named 'a' (original)" in got[0], got
