@@ -393,7 +393,17 @@ async def one_reassignment(
     tally.settle_s.append(round(waited, 1))
     for p in problems:
         tally.problem(f"{name} ({fate}): {p}", key=p.split(": ", 1)[1])
+    if problems:  # the evidence beside the finding: what the operator said it did
+        print(f"\n--- seed {tally.seed} {name} ({fate}): events\n" + events_of(sc, name))
+        print(f"--- seed {tally.seed} {name}: status\n{dump(pr['status'])}")
     return True
+
+
+def events_of(sc: Scenario, name: str) -> str:
+    raw = json.loads(sc.kube.run("get", "events", "-n", sc.ns, "-o", "json"))
+    evs = [e for e in raw["items"] if e["involvedObject"]["name"] == name]
+    evs.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    return "\n".join(f"{e.get('lastTimestamp')} {e['reason']}: {e['message'][:300]}" for e in evs)
 
 
 # -- one seed -----------------------------------------------------------------------------
