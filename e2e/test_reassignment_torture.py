@@ -246,6 +246,11 @@ class Faults:
                 )
                 first = round(time.monotonic() - killed, 2)
         self.tally.first_write_s.append(first)
+        print(
+            f"\nseed {self.tally.seed}: operator SIGKILLed in {watched.get('phase')} of "
+            f"{self.watch}: the standby held the Lease after {self.tally.takeover_s[-1]} s, "
+            f"its first status write after {first} s"
+        )
 
     async def _kill_broker(self, broker: int, down_s: float) -> None:
         assert self.sc.brokers is not None
