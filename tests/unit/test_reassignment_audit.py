@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e.reassignment_audit import Held, PartitionHeld, RecordedPartition, compare
+from e2e.reassignment_audit import Held, PartitionHeld, RecordedPartition, _throttles_of, compare
+from jbod_broker import wire
 
 TP = ("t", 0)
 
@@ -123,3 +124,17 @@ def test_a_cancel_back_at_its_original_is_back_in_the_original_dirs() -> None:
     assert compare(p, held([1, 2, 0], ["b", "b", "a"])) == []  # 0 and 2 were originals
     got = compare(p, held([0, 3, 2], ["a", "a", "b"]))
     assert len(got) == 1 and "broker 2 is in dir 'b', named 'a' (original)" in got[0], got
+
+
+def test_a_broker_throttle_left_is_read_as_a_problem() -> None:
+    assert _throttles_of(1, wire.ThrottleConfig()) == []
+    assert _throttles_of(1, wire.ThrottleConfig(leader_replication_throttled_rate=0)) == []
+    cfg = wire.ThrottleConfig(
+        follower_replication_throttled_rate=1024,
+        leader_replication_throttled_replicas=[wire.ReplicaRef(topic="t", partition=0)],
+    )
+    got = _throttles_of(1, cfg)
+    assert got == [
+        "broker 1: throttle follower_replication_throttled_rate=1024 left",
+        "broker 1: leader_replication_throttled_replicas left: ['t-0']",
+    ], got
