@@ -19,7 +19,8 @@ the Lease, and to its first status write) and the number of problems: the takeov
 are printed, not asserted (so the module is not SERIAL, tests/tiers.py).
 
 ``TORTURE_SEEDS``: a comma list of seeds, or a count N (seeds 1..N); default two fixed seeds.
-``TORTURE_STEPS``: reassignments per seed (default 3). ``make torture SEEDS=N`` runs more.
+``TORTURE_STEPS``: reassignments per seed (default 3). ``make torture SEEDS=N`` runs seeds
+1..N with 6 reassignments each (``STEPS=``).
 """
 
 from __future__ import annotations
