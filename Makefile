@@ -10,7 +10,7 @@ PINS    := requirements-operator.txt broker_image/requirements.txt
 READER  := broker_image/jbod_broker/storage/record_reader.py
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml setup.py $(READER) $(PINS) | sha1sum | cut -c1-12)
 
-.PHONY: setup test unit integration e2e lint bench clean pin crds demo
+.PHONY: setup test unit integration e2e torture lint bench clean pin crds demo
 
 # kube-apiserver and etcd built from their Go modules (cached outside the repo), kubectl/helm.
 -include mk/kube.mk
@@ -51,6 +51,14 @@ integration: setup
 
 e2e: setup
 	scripts/run-tests e2e
+
+# Seeded random PartitionReassignments under SIGKILLs of the active operator and of brokers,
+# each end audited against the brokers (e2e/test_reassignment_torture.py; `make test` runs its
+# two fixed seeds): SEEDS=N runs seeds 1..N (or a comma list), STEPS reassignments each.
+SEEDS ?= 2
+STEPS ?= 6
+torture: setup
+	TORTURE_SEEDS=$(SEEDS) TORTURE_STEPS=$(STEPS) scripts/run-tests e2e/test_reassignment_torture.py -s
 
 # The same checks run from .pre-commit-config.yaml (`.venv/bin/pre-commit install`).
 lint: setup

@@ -11,6 +11,10 @@ throughout and a consumer reading everything back, nothing lost or duplicated.
 - (d) cancel mid-batch (a slow throttle, so the cancel lands mid-step) and rollback after the
   end, each ending with every partition at its original replicas, in order, led by its
   preferred leader, and no throttle left.
+- issue 37's audit (``e2e.reassignment_audit``) on Kafka: one seeded random reassignment
+  (random targets, dirs named or ``any``, limits, a throttle) and a random one cancelled
+  mid-batch, each end checked against Kafka's Admin API (replicas, order, leader, dirs, no
+  future replica, no stray, no throttle left).
 
 (c) and (g), an operator or a broker stopped mid-way, are ``e2e/test_kafka_reassignment_ha.py``
 (its own Kafka cluster, two operators), which imports the helpers here.
@@ -21,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import re
 import threading
 import warnings
@@ -30,6 +35,7 @@ from typing import Any
 
 import pytest
 
+from e2e import reassignment_audit as audit
 from e2e.kafka_env import operators_on_kafka
 from jbod_operator.clients.kafka_admin import KafkaAdmin, KafkaConnection
 from jbod_operator.plan import reassignment_steps as steps
@@ -423,4 +429,100 @@ async def test_cancel_mid_batch_then_rollback_after_the_end(
     assert st["phase"] == "RolledBack", st
     assert await asyncio.to_thread(at_replicas, kafka_jbod, topic, before)
     assert await asyncio.to_thread(throttles_left, kafka_jbod, topic) == {}
+    await finish_and_check(kafka_jbod, topic, prod, count)
+
+
+AUDIT_SEED = int((os.environ.get("TORTURE_SEEDS") or "1").split(",")[0])
+"""The seed of the audited plans (the torture module's first seed: ``make torture`` varies
+both)."""
+
+
+def random_spec(
+    rng: random.Random, topic: str, now: dict[int, tuple[list[int], int | None]]
+) -> dict[str, Any]:
+    """A random PartitionReassignment spec for 3-8 partitions of ``topic`` (RF 2 on brokers
+    1-4, each target other than where the partition is), dirs named or ``any``."""
+    parts = []
+    for p in sorted(rng.sample(range(PARTITIONS), rng.randint(3, PARTITIONS))):
+        reps = now[p][0]
+        while reps == now[p][0]:
+            reps = rng.sample(range(1, 5), 2)
+        dirs = [rng.choice(("0", "1", "any")) for _ in reps]
+        parts.append({"topic": topic, "partition": p, "replicas": reps, "logDirs": dirs})
+    return {
+        "clusterName": "jbod",
+        "partitions": parts,
+        "maxConcurrentPartitionMovements": rng.randint(1, 3),
+        "maxConcurrentReplicaMovements": rng.randint(1, 2),
+    }
+
+
+async def audit_kafka(kafka: KafkaCluster, kube: Kube, name: str, before: Any) -> list[str]:
+    """The audit of ``name`` on Kafka, repeated until clean or settled (the problems left)."""
+
+    async def once() -> list[str]:
+        admin = KafkaAdmin(KafkaConnection(tuple(kafka.bootstrap.split(","))))
+        try:
+            pr = await asyncio.to_thread(kube.get, "partitionreassignment", name)
+            return await audit.audit_kafka(pr or {}, admin, before)
+        finally:
+            await admin.close()
+
+    problems, _ = await audit.settled(once, 20)
+    return problems
+
+
+async def placement(kafka: KafkaCluster, topic: str) -> dict[tuple[str, int], dict[int, str]]:
+    admin = KafkaAdmin(KafkaConnection(tuple(kafka.bootstrap.split(","))))
+    try:
+        return (await audit.read_kafka(admin, [topic])).placement
+    finally:
+        await admin.close()
+
+
+async def test_audit_of_a_random_reassignment_and_a_cancel(
+    env: tuple[Kube, OperatorProcess], kafka_jbod: KafkaCluster
+) -> None:
+    kube, _ = env
+    rng = random.Random(f"kafka:{AUDIT_SEED}")
+    topic = "audited"
+    await asyncio.to_thread(create_topic, kafka_jbod, topic, CANCEL_BALLAST)
+    count = 2000
+    prod = await start_producer(kafka_jbod, topic, count)
+    # A random plan to its end.
+    spec = random_spec(rng, topic, await asyncio.to_thread(metadata, kafka_jbod, topic))
+    spec["throttleBytesPerSecond"] = 4 * 1024 * 1024
+    before = await placement(kafka_jbod, topic)
+    kube.apply({"apiVersion": "jbod.io/v1alpha1", "kind": "PartitionReassignment",
+                "metadata": {"name": "audit-run"}, "spec": spec})  # fmt: skip
+    st = await asyncio.to_thread(
+        wait_for, lambda: phase_is(kube, "audit-run", "Succeeded", "Failed"), 240, "the end"
+    )
+    assert st["phase"] == "Succeeded", (AUDIT_SEED, spec, st)
+    problems = await audit_kafka(kafka_jbod, kube, "audit-run", before)
+    print(f"\naudit on Kafka, seed {AUDIT_SEED}: {json.dumps(spec)} -> {problems}")
+    assert problems == [], (f"seed {AUDIT_SEED}", spec, problems)
+    # Another random plan, cancelled while its first batch copies (a slow throttle).
+    spec = random_spec(rng, topic, await asyncio.to_thread(metadata, kafka_jbod, topic))
+    spec["throttleBytesPerSecond"] = 16 * 1024
+    before = await placement(kafka_jbod, topic)
+    kube.apply({"apiVersion": "jbod.io/v1alpha1", "kind": "PartitionReassignment",
+                "metadata": {"name": "audit-cancel"}, "spec": spec})  # fmt: skip
+    await asyncio.to_thread(
+        wait_for,
+        lambda: (s := status(kube, "audit-cancel")).get("currentBatch") and s,
+        60,
+        "the first batch in flight",
+    )
+    kube.run(
+        "patch", "partitionreassignment", "audit-cancel", "-n", NS, "--type=merge",
+        "-p", json.dumps({"spec": {"cancel": True}}),
+    )  # fmt: skip
+    st = await asyncio.to_thread(
+        wait_for, lambda: phase_is(kube, "audit-cancel", "Cancelled", "Failed"), 120, "Cancelled"
+    )
+    assert st["phase"] == "Cancelled", (AUDIT_SEED, spec, st)
+    problems = await audit_kafka(kafka_jbod, kube, "audit-cancel", before)
+    print(f"\naudit on Kafka, seed {AUDIT_SEED}, cancelled: {json.dumps(spec)} -> {problems}")
+    assert problems == [], (f"seed {AUDIT_SEED}", spec, problems)
     await finish_and_check(kafka_jbod, topic, prod, count)
