@@ -221,6 +221,10 @@ class LocalDriver:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
+        # The driver gone, whatever of its group outlived it (a JVM slower to take the
+        # SIGTERM, or deaf to it) is killed too: nothing of the job runs on.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
     async def close(self) -> None:
         for ns, name in list(self._procs):
