@@ -223,14 +223,14 @@ def test_the_size_the_range_check_uses_covers_kafka_s_ids() -> None:
 
 
 def test_the_throttles_seen_on_kafka_are_what_the_topics_lists_name_per_broker() -> None:
-    """``partition:broker`` entries of either list, per broker asked for; ``*`` names every
-    replica of the topic (Kafka's wildcard)."""
+    """``partition:broker`` entries of either list, per broker asked for; a ``*`` list (a
+    user's wildcard, never this operator's) names nothing."""
     configs: dict[str, dict[str, str | None]] = {
         "t": {kr.LEADER_REPLICAS: "0:1,1:2", kr.FOLLOWER_REPLICAS: "0:3"},
         "u": {kr.LEADER_REPLICAS: "*", kr.FOLLOWER_REPLICAS: None},
     }
     seen = kr.throttles_seen(configs, [1, 3, 4])
-    assert seen[1].replicas == {("t", 0), ("u", -1)}
-    assert seen[3].replicas == {("t", 0), ("u", -1)}
-    assert seen[4].replicas == {("u", -1)}
+    assert seen[1].replicas == {("t", 0)}
+    assert seen[3].replicas == {("t", 0)}
+    assert seen[4].replicas == frozenset()
     assert {s.rate for s in seen.values()} == {0}

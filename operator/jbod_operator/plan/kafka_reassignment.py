@@ -228,19 +228,15 @@ def throttles_seen(
     topic_configs: Mapping[str, Mapping[str, str | None]], brokers: Iterable[int]
 ) -> dict[int, ThrottleSeen]:
     """Per broker, the replicas the topics' throttled-replica lists (``partition:broker``
-    entries) name on it; rate 0 (Kafka keeps rates per broker). A ``*`` list (every replica:
-    a user's, never this operator's) is reported as the topic's partition -1, which no
-    reassignment's scope holds."""
+    entries) name on it; rate 0 (Kafka keeps rates per broker). A ``*`` list (every replica)
+    is a user's, never this operator's, so it names nothing here."""
     wanted = set(brokers)
     named: dict[int, set[TP]] = {b: set() for b in wanted}
     for topic, cfg in topic_configs.items():
         for key in TOPIC_THROTTLE_KEYS:
             for entry in (cfg.get(key) or "").split(","):
                 part, _, broker = entry.strip().partition(":")
-                if part == "*":
-                    for b in wanted:
-                        named[b].add((topic, -1))
-                elif broker.isdigit() and part.isdigit() and int(broker) in wanted:
+                if broker.isdigit() and part.isdigit() and int(broker) in wanted:
                     named[int(broker)].add((topic, int(part)))
     return {b: ThrottleSeen(0, frozenset(tps)) for b, tps in named.items()}
 

@@ -577,7 +577,7 @@ def _ended(p: _Pass) -> Decision:
     """An ended reassignment changes nothing, but lifts the throttles its end could not
     reach (a broker not live then, listed in ``throttledBrokers``; or one whose throttle, as
     read, still names its partitions), and is followed until none is left."""
-    scope = {(t.topic, t.partition) for t in p.obs.pr.spec.partitions}
+    scope = _scope(p.obs.pr)
     seen = any(t.replicas & scope for t in p.obs.throttles.values())
     if p.obs.cluster_size is None or not (throttles_to_lift(p.status) or seen):
         return Decision(p.status, (), (), throttles_to_lift(p.status))
@@ -1428,7 +1428,7 @@ def _throttle(p: _Pass, *, active: bool) -> None:
     how a broker knows which replication is reassignment traffic, so its
     ReassignmentBytesIn/Out metrics count an unthrottled move too (as Kafka's do)."""
     obs, spec = p.obs, p.obs.pr.spec
-    scope = frozenset((t.topic, t.partition) for t in spec.partitions)
+    scope = _scope(obs.pr)
     leaders: dict[int, set[TP]] = {}
     followers: dict[int, set[TP]] = {}
     if active:
@@ -1462,6 +1462,11 @@ def _throttle(p: _Pass, *, active: bool) -> None:
     p.status = p.status.model_copy(
         update={"throttled_brokers": sorted(involved | (lift - obs.live))}
     )
+
+
+def _scope(pr: PartitionReassignment) -> frozenset[TP]:
+    """The partitions ``pr`` names: the replicas its throttles may set and lift."""
+    return frozenset((t.topic, t.partition) for t in pr.spec.partitions)
 
 
 def throttles_to_lift(status: PartitionReassignmentStatus | None) -> bool:
