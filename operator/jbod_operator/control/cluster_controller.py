@@ -15,6 +15,11 @@ goes through the same lock). Each pass reconciles from observation, not from eve
    holds that the state of record does not place on it (``plan.strays``) are deleted with
    StopReplica, confirmed by describe-log-dirs, posted as an Event, and the ones not deleted
    yet (or left on a broker that is down) listed in the BrokerCluster's status.
+
+New partitions are created here too (:meth:`ClusterController.create_partitions`), under the
+same lock, on what the Topic handler decided (``plan.topic_partitions``). Every command goes
+out through ``control.broker_commands``; a broker's StaleControllerEpochError makes the
+operator step down (``on_fenced``) wherever it comes from.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from jbod_broker import wire
-from jbod_broker.errors import KafkaError, StaleControllerEpochError
+from jbod_broker.client import BrokerClient
+from jbod_broker.errors import StaleControllerEpochError
 
 from ..clients.brokers import BrokerPool
 from ..clients.kube import BROKER_CLUSTERS, EVENTS, REASSIGNMENTS, TOPICS, ApiError, KubeClient
@@ -37,6 +43,8 @@ from ..models import kafka_topic_name, topic_id_of
 from ..models.common import StrayReplica
 from ..plan import partition_state, strays, topic_spec
 from ..plan.election import apply_to_status, decide, validate_alter_partition, view_from_status
+from ..plan.topic_partitions import PartitionCreation
+from .broker_commands import BrokerCommands
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +95,7 @@ class ClusterController:
         self.name = name
         self.kube = kube
         self.pool = pool
+        self.commands = BrokerCommands(pool, namespace, name)
         self.session_timeout_s = session_timeout_s
         self.preferred_election = preferred_election
         self.on_fenced = on_fenced
@@ -149,12 +158,15 @@ class ClusterController:
             except asyncio.CancelledError:
                 raise
             except StaleControllerEpochError:
-                log.error("a broker refused our controller epoch: stepping down")
-                if self.on_fenced is not None:
-                    await self.on_fenced()
+                await self._fenced()
             except Exception:
                 log.exception("controller pass failed", extra={"cluster": self.name})
             await asyncio.sleep(0.25)
+
+    async def _fenced(self) -> None:
+        log.error("a broker refused our controller epoch: stepping down")
+        if self.on_fenced is not None:
+            await self.on_fenced()
 
     async def tick(self) -> None:
         live = self.live()
@@ -251,7 +263,7 @@ class ClusterController:
                 if b in live and b not in s.get("diskOfflineReplicas", []):
                     by_broker.setdefault(b, []).append(self._state(t, s))
         for b, states in by_broker.items():
-            await self._leader_and_isr(b, states, live)
+            await self.commands.leader_and_isr(b, states, live)
         await self._update_metadata(topics, live)
 
     def _broker_count(self, topics: list[dict[str, Any]]) -> int:
@@ -263,14 +275,16 @@ class ClusterController:
         }
         return max([*ids, *self.heartbeats, -1]) + 1
 
-    def _state(self, t: dict[str, Any], s: dict[str, Any]) -> wire.LeaderAndIsrPartition:
+    def _state(
+        self, t: dict[str, Any], s: dict[str, Any], *, is_new: bool = False
+    ) -> wire.LeaderAndIsrPartition:
         # The configs in force (status.configs), never the spec's: a spec edit the topic
         # handler refused must not reach the brokers (issue 14).
         configs = topic_spec.configs_in_force(t)
         return partition_state.leader_and_isr(
             kafka_topic_name(t),
             s,
-            is_new=False,
+            is_new=is_new,
             min_isr=topic_spec.min_insync_replicas(configs),
             configs=configs,
             topic_id=topic_id_of(t),
@@ -296,7 +310,7 @@ class ClusterController:
         ]
         if not states:
             return
-        resp = await self._leader_and_isr(b, states, self.live() | {b})
+        resp = await self.commands.leader_and_isr(b, states, self.live() | {b})
         if resp is None:
             return
         for r in resp.partitions:
@@ -306,47 +320,92 @@ class ClusterController:
             elif r.error is None:
                 ok.setdefault(key, set()).add(b)
 
-    async def _leader_and_isr(
-        self, b: int, states: list[wire.LeaderAndIsrPartition], live: set[int]
-    ) -> wire.LeaderAndIsrResponse | None:
-        try:
-            client = await self.pool.client(self.namespace, self.name, b)
-            return await client.leader_and_isr(
-                wire.LeaderAndIsrRequest(
-                    controller_id=0,
-                    controller_epoch=self.pool.controller_epoch,
-                    partitions=states,
-                    live_leaders=self.pool.endpoints(self.namespace, self.name, sorted(live)),
-                )
-            )
-        except StaleControllerEpochError:
-            raise
-        except KafkaError as e:
-            log.warning(
-                "LeaderAndIsr not delivered",
-                extra={"event": "leader_and_isr_failed", "broker": b, "error": str(e)},
-            )
-            return None
-
     async def _update_metadata(self, topics: list[dict[str, Any]], live: set[int]) -> None:
-        req = wire.UpdateMetadataRequest(
-            controller_id=0,
-            controller_epoch=self.pool.controller_epoch,
-            live_brokers=self.pool.endpoints(self.namespace, self.name, sorted(live)),
-            partitions=[
+        await self.commands.update_metadata(
+            [
                 partition_state.metadata(kafka_topic_name(t), s, topic_id=topic_id_of(t))
                 for t in topics
                 for s in t["status"]["partitions"]
             ],
+            live,
         )
-        for b in sorted(live):
+
+    # -- partition creation ----------------------------------------------------------------
+
+    async def create_partitions(
+        self, resource: str, decide: Callable[[dict[str, Any]], Awaitable[PartitionCreation]]
+    ) -> PartitionCreation | None:
+        """Create the partitions ``decide`` plans on Topic ``resource`` as stored now.
+
+        Under the lock every writer of partition states takes, on the Topic read fresh: of two
+        Topics racing for one Kafka name, the second to get here sees the first one's
+        partitions, and no leader or ISR read before an election is written back. The order
+        is Kafka's controller's: the brokers confirm our epoch, the state of record is
+        written, then the brokers are told (a crash in between is finished by the next
+        pass). A stale epoch steps the operator down and is re-raised before anything is
+        written. Returns the decision (its status as written), None if the Topic is gone."""
+        async with self.lock:
+            fresh = await self.kube.get(TOPICS, self.namespace, resource)
+            if fresh is None:
+                return None
+            creation = await decide(fresh)
+            if not creation.new:
+                return creation
             try:
-                client = await self.pool.client(self.namespace, self.name, b)
-                await client.update_metadata(req)
+                await self.commands.confirm_epoch(creation.live)
+                fresh["status"] = creation.status
+                await self.kube.replace_status(TOPICS, self.namespace, fresh)
+                await self._tell_new(fresh, creation)
             except StaleControllerEpochError:
+                await self._fenced()
                 raise
-            except KafkaError:
+            return creation
+
+    async def _tell_new(self, t: dict[str, Any], c: PartitionCreation) -> None:
+        """Preferred dirs and LeaderAndIsr to each live replica of the topic, then its
+        metadata (replicas a broker answered KAFKA_STORAGE_ERROR for, or not live, offline)."""
+        states = t["status"]["partitions"]
+        offline: dict[int, set[int]] = {}
+        for b in c.live:
+            moves = [
+                (c.topic, s["partition"], r["logDir"])
+                for s in states
+                if s["partition"] in c.new
+                for r in s["replicas"]
+                if r["brokerId"] == b and r.get("logDir")
+            ]
+            if moves and not await self._prefer_dirs(b, moves):
                 continue
+            parts = [
+                self._state(t, s, is_new=s["partition"] in c.new)
+                for s in states
+                if b in partition_state.replica_ids(s)
+            ]
+            resp = await self.commands.leader_and_isr(b, parts, c.live) if parts else None
+            for r in resp.partitions if resp is not None else ():
+                if r.error == "KAFKA_STORAGE_ERROR":
+                    offline.setdefault(r.partition, set()).add(b)
+        meta = [
+            partition_state.metadata(
+                c.topic,
+                s,
+                offline.get(s["partition"], set())
+                | (set(partition_state.replica_ids(s)) - set(c.live)),
+                topic_id=topic_id_of(t),
+            )
+            for s in states
+        ]
+        await self.commands.update_metadata(meta, c.live)
+
+    async def _prefer_dirs(self, b: int, moves: list[tuple[str, int, str]]) -> bool:
+        """KIP-113: the broker remembers the directory of a replica it does not hold yet
+        (REPLICA_NOT_AVAILABLE) and creates it there on LeaderAndIsr. Whether it took them."""
+
+        async def alter(client: BrokerClient) -> bool:
+            await client.alter_replica_log_dirs(moves)
+            return True
+
+        return bool(await self.commands.send(b, "alter_replica_log_dirs", alter))
 
     # -- strays --------------------------------------------------------------------------
 
@@ -390,24 +449,11 @@ class ClusterController:
         """StopReplica(delete) for ``found`` on ``b``; returns those describe-log-dirs still
         lists after it. No leader epoch: a stray is judged by the state of record, and an
         older topic's replica of the same name may carry a higher epoch than the new one."""
-        req = wire.StopReplicaRequest(
-            controller_id=0,
-            controller_epoch=self.pool.controller_epoch,
-            partitions=[
-                wire.StopReplicaPartition(topic=s.topic, partition=s.partition, delete=True)
-                for s in found
-            ],
-        )
-        try:
-            client = await self.pool.client(self.namespace, self.name, b)
-            await client.stop_replica(req)
-        except StaleControllerEpochError:
-            raise
-        except KafkaError as e:
-            log.warning(
-                "stray replicas not deleted",
-                extra={"event": "stray_replica_delete_failed", "broker": b, "error": str(e)},
-            )
+        parts = [
+            wire.StopReplicaPartition(topic=s.topic, partition=s.partition, delete=True)
+            for s in found
+        ]
+        if await self.commands.stop_replica(b, parts, "stray_replica_delete") is None:
             return found
         after = await self.pool.describe(self.namespace, self.name, [b])
         left = strays.still_there(found, after[b])

@@ -68,6 +68,7 @@ from ..plan.reassignment import (
 from ..plan.rebalance import cluster_fingerprint
 from ..plan.scale_down import replicas_per_broker
 from ..plan.snapshot import build_snapshot
+from .broker_commands import BrokerCommands
 from .cluster_controller import ClusterController
 
 log = logging.getLogger(__name__)
@@ -278,6 +279,7 @@ class OurBrokersReassignments:
         self.ctrl = ctrl
         self.ns = namespace
         self.cluster_name = cluster
+        self.commands = BrokerCommands(pool, namespace, cluster)
         self.raw: dict[str, dict[str, Any]] = {}
         self.configs: dict[int, wire.ThrottleConfig] = {}
         """Each broker's throttle configs as :meth:`throttles` read them."""
@@ -425,15 +427,8 @@ class OurBrokersReassignments:
                     )
                 )
         live = sorted(self.ctrl.live())
-        endpoints = self.pool.endpoints(self.ns, self.cluster_name, live)
         for b, states in sorted(per_broker.items()):
-            req = wire.LeaderAndIsrRequest(
-                controller_id=0,
-                controller_epoch=self.pool.controller_epoch,
-                partitions=states,
-                live_leaders=endpoints,
-            )
-            await self._broker(b, "leader_and_isr", lambda c, r=req: c.leader_and_isr(r))
+            await self.commands.leader_and_isr(b, states, live)
 
     async def delete(self, deletes: Sequence[Delete]) -> None:
         per_broker: dict[int, list[wire.StopReplicaPartition]] = defaultdict(list)
@@ -448,10 +443,7 @@ class OurBrokersReassignments:
                 )
             )
         for b, parts in sorted(per_broker.items()):
-            req = wire.StopReplicaRequest(
-                controller_id=0, controller_epoch=self.pool.controller_epoch, partitions=parts
-            )
-            await self._broker(b, "stop_replica", lambda c, r=req: c.stop_replica(r))
+            await self.commands.stop_replica(b, parts)
 
     async def throttle(self, actions: Sequence[Throttle]) -> None:
         """The pass' throttles, one broker at a time (our brokers share no throttle state).
@@ -479,34 +471,20 @@ class OurBrokersReassignments:
         self.configs[action.broker] = await client.set_configs(merged_throttle(was, action))
 
     async def announce(self) -> None:
-        live = sorted(self.ctrl.live())
-        req = wire.UpdateMetadataRequest(
-            controller_id=0,
-            controller_epoch=self.pool.controller_epoch,
-            live_brokers=self.pool.endpoints(self.ns, self.cluster_name, live),
-            partitions=[
+        await self.commands.update_metadata(
+            [
                 partition_state.metadata(name, s, topic_id=topic_id_of(t))
                 for name, t in sorted(self.raw.items())
                 for s in (t.get("status") or {}).get("partitions") or []
             ],
+            self.ctrl.live(),
         )
-        for b in live:
-            await self._broker(b, "update_metadata", lambda c: c.update_metadata(req))
 
     async def _broker(self, b: int, what: str, call: Any) -> Any:
-        """One request to broker ``b``; a broker that is down or refuses is retried by a later
-        pass (every request here is idempotent). A newer controller stops us."""
-        try:
-            client = await self.pool.client(self.ns, self.cluster_name, b)
-            return await call(client)
-        except StaleControllerEpochError:
-            raise
-        except KafkaError as e:
-            log.warning(
-                "broker request failed",
-                extra={"event": f"{what}_failed", "broker": b, "error": str(e)},
-            )
-            return None
+        """One request to broker ``b`` through the one sender (``control.broker_commands``):
+        a broker that is down or refuses is retried by a later pass (every request here is
+        idempotent); a newer controller stops us."""
+        return await self.commands.send(b, what, call)
 
 
 def _refs(refs: Sequence[wire.ReplicaRef] | None) -> set[TP]:
