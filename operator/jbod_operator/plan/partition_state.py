@@ -1,7 +1,7 @@
 """The partition state of record (a ``Topic.status.partitions`` entry) as broker requests.
 
-One translation, used by the topic handler (new partitions) and the cluster controller
-(elections, probes, metadata), so both always tell brokers the same thing. Pure.
+One translation, used by the cluster controller (new partitions, elections, probes,
+metadata) and a reassignment's steps, so brokers are always told the same thing. Pure.
 """
 
 from __future__ import annotations
