@@ -25,7 +25,6 @@ from pydantic import (
 
 from .storage.names import MAX_TOPIC_LENGTH, TOPIC_NAME_PATTERN, parse_topic_id
 
-
 Topic = Annotated[
     str,
     StringConstraints(min_length=1, max_length=MAX_TOPIC_LENGTH, pattern=TOPIC_NAME_PATTERN),
