@@ -23,6 +23,7 @@ from jbod_broker.storage.names import new_topic_id
 from ..clients.brokers import BrokerPool
 from ..clients.kube import BROKER_CLUSTERS, TOPICS, KubeClient
 from ..models import BrokerCluster, Topic, kafka_topic_name
+from ..models.broker_cluster import rack_for
 from ..plan import partition_state, topic_spec
 from ..plan.assignment import BrokerInfo, DirUsage, assign_partitions, choose_log_dir
 from ..plan.conditions import set_condition
@@ -43,8 +44,7 @@ class TopicNotReady(Exception):
 def broker_infos(bc: BrokerCluster, live: set[int]) -> list[BrokerInfo]:
     racks = bc.spec.racks or []
     return [
-        BrokerInfo(id=i, rack=racks[i % len(racks)] if racks else None, live=i in live)
-        for i in range(bc.spec.replicas)
+        BrokerInfo(id=i, rack=rack_for(racks, i), live=i in live) for i in range(bc.spec.replicas)
     ]
 
 
