@@ -69,7 +69,7 @@ from jbod_broker.storage.log_manager import LogManager  # noqa: E402
 from jbod_broker.storage.names import TopicPartition  # noqa: E402
 from jbod_broker.storage.records import build_batch  # noqa: E402
 from jbod_broker.wire import log_dir_folder, log_dir_short_name  # noqa: E402
-from jbod_operator.models.log_dir_move import FINAL_PHASES as FINAL  # noqa: E402
+from jbod_operator.models.log_dir_move import ENDED_PHASES as FINAL  # noqa: E402
 from tests.kube_cluster import KubeCluster  # noqa: E402
 
 MiB = 1024 * 1024

@@ -23,20 +23,13 @@ from pydantic import (
     model_validator,
 )
 
-from .storage.names import parse_topic_id
-
-
-def _not_dots(topic: str) -> str:
-    if topic in (".", ".."):
-        raise ValueError(f"topic name cannot be {topic!r}")
-    return topic
-
+from .storage.names import MAX_TOPIC_LENGTH, TOPIC_NAME_PATTERN, parse_topic_id
 
 Topic = Annotated[
     str,
-    StringConstraints(min_length=1, max_length=249, pattern=r"^[a-zA-Z0-9._-]+$"),
-    AfterValidator(_not_dots),
+    StringConstraints(min_length=1, max_length=MAX_TOPIC_LENGTH, pattern=TOPIC_NAME_PATTERN),
 ]
+"""A Kafka topic name: the one rule of storage.names, as a type (the CRDs use it too)."""
 PartitionId = Annotated[int, Field(ge=0, le=2**31 - 1)]
 
 

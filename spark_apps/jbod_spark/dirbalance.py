@@ -144,9 +144,146 @@ def _place_only(p: BrokerDirsProblem) -> I64:
     return new
 
 
+@dataclass
+class _Work:
+    """One broker's band steps in progress: the placement and loads they change in place."""
+
+    p: BrokerDirsProblem
+    new: I64
+    """Each replica's dir (-1 while in the pool)."""
+    load: F64
+    """Bytes per dir under ``new`` (the pool's excluded)."""
+    in_pool: BoolA
+    origin: I64
+    """The dir a shed replica came from (-1: it was not shed)."""
+    can_move: BoolA
+    usable: BoolA
+    u_idx: I64
+    cap: F64
+    sizes_f: F64
+    upper: float
+    lower: float
+
+
+def _band(
+    load: F64, ucap: F64, pool_free: float, t: float, params: DirBalanceParams
+) -> tuple[float, float]:
+    """The band ``[lower, upper]`` the steps aim every usable dir into."""
+    if params.upper is not None:
+        return max(params.upper, t), -np.inf
+    upper = _choose_upper(load, ucap, pool_free, t, params.tolerance)
+    upper = max(min(upper, params.threshold), t)
+    if params.ceiling is not None:
+        upper = min(upper, max(params.ceiling, t))
+    return upper, upper - params.tolerance
+
+
+def _shed(w: _Work) -> None:
+    """1. Each dir above the band gives its excess, largest replicas that fit first."""
+    stay = ~w.in_pool
+    for d in w.u_idx.tolist():
+        excess = w.load[d] - w.upper * w.cap[d]
+        if excess <= EPS * w.cap[d]:
+            continue
+        cand = np.flatnonzero((w.new == d) & stay & w.can_move)
+        if cand.size == 0:
+            continue
+        order = cand[np.lexsort((cand, w.p.sizes[cand]))]  # ascending size, then index
+        sz = w.sizes_f[order]
+        taken = np.zeros(order.size, dtype=np.bool_)
+        rem = excess
+        hi = order.size - 1
+        while rem > 0 and hi >= 0:
+            j = int(np.searchsorted(sz[: hi + 1], rem, side="right")) - 1
+            if j < 0:
+                break
+            taken[j] = True
+            rem -= sz[j]
+            hi = j - 1
+        if rem > 0:
+            free_idx = np.flatnonzero(~taken)
+            if free_idx.size:
+                taken[free_idx[0]] = True  # the smallest that covers the rest
+                rem -= sz[free_idx[0]]
+        picked = order[taken]
+        w.origin[picked] = d
+        w.in_pool[picked] = True
+        w.load[d] -= float(w.sizes_f[picked].sum())
+        w.new[picked] = -1
+
+
+def _place(w: _Work) -> None:
+    """2. Place the pool, largest first, each where utilisation is lowest and it fits under
+    the band's top; else back where it was shed from (no move), else the least-full dir."""
+    pool = np.flatnonzero(w.in_pool)
+    if not pool.size:
+        return
+    ucap = w.cap[w.u_idx]
+    pool = pool[np.lexsort((pool, -w.p.sizes[pool]))]
+    for i in pool.tolist():
+        s = w.sizes_f[i]
+        after = (w.load[w.u_idx] + s) / ucap
+        fits = after <= w.upper + EPS
+        if fits.any():
+            cur_u = w.load[w.u_idx] / ucap
+            d = int(w.u_idx[int(np.argmin(np.where(fits, cur_u, np.inf)))])
+        elif w.origin[i] >= 0:
+            d = int(w.origin[i])  # put it back: no move
+        else:
+            d = int(w.u_idx[int(np.argmin(after))])
+        w.new[i] = d
+        w.load[d] += s
+
+
+def _fill_one(w: _Work, r: int, movable_now: BoolA) -> bool:
+    """Move into dir ``r`` (below the band) the largest replica of the fullest donor that fits
+    its deficit, else the smallest that fits its room; False when no donor has one."""
+    cap, load, lower = w.cap, w.load, w.lower
+    need = lower * cap[r] - load[r]
+    room = w.upper * cap[r] - load[r]
+    donors = np.flatnonzero(w.usable & (load > lower * cap + EPS * cap))
+    donors = donors[donors != r]
+    if not donors.size:
+        return False
+    du = load[donors] / cap[donors]
+    for d in donors[np.lexsort((donors, -du))].tolist():
+        limit = min(load[d] - lower * cap[d], room)
+        cand = np.flatnonzero((w.new == d) & movable_now)
+        if cand.size == 0:
+            continue
+        cs = w.sizes_f[cand]
+        ok = cs <= min(need, limit) + EPS
+        if ok.any():
+            i = int(cand[int(np.argmax(np.where(ok, cs, -1.0)))])
+        else:
+            ok2 = cs <= limit + EPS
+            if not ok2.any():
+                continue
+            i = int(cand[int(np.argmin(np.where(ok2, cs, np.inf)))])
+        w.new[i] = r
+        load[d] -= w.sizes_f[i]
+        load[r] += w.sizes_f[i]
+        return True
+    return False
+
+
+def _fill(w: _Work) -> None:
+    """3. Dirs still below the band take replicas from dirs above its bottom, emptiest first;
+    a dir no donor can help is left alone."""
+    k, n = int(w.cap.shape[0]), int(w.new.shape[0])
+    blocked = np.zeros(k, dtype=np.bool_)
+    movable_now = w.can_move | (w.origin >= 0) | ~(w.p.cur >= 0)
+    for _ in range(10 * n + k):
+        cu = np.where(w.usable & ~blocked, w.load / np.where(w.cap > 0, w.cap, 1.0), np.inf)
+        r = int(np.argmin(cu))
+        if not np.isfinite(cu[r]) or w.load[r] >= w.lower * w.cap[r] - EPS * w.cap[r]:
+            break
+        if not _fill_one(w, r, movable_now):
+            blocked[r] = True
+
+
 def _balance(p: BrokerDirsProblem, params: DirBalanceParams) -> I64:
     """The band steps: shed, place, fill (see the module docstring)."""
-    k = int(p.capacity.shape[0])
     n = int(p.sizes.shape[0])
     new = p.cur.copy()
     usable = _usable(p)
@@ -154,119 +291,26 @@ def _balance(p: BrokerDirsProblem, params: DirBalanceParams) -> I64:
         return new
     cap = p.capacity.astype(np.float64)
     sizes_f = p.sizes.astype(np.float64)
-    cur_ok = p.cur >= 0
     in_pool, load = _must_place(p, usable)
-    stay = ~in_pool
     u_idx = np.flatnonzero(usable)
     ucap = cap[u_idx]
     pool_free = float(sizes_f[in_pool].sum())
     t = (float(load[u_idx].sum()) + pool_free) / float(ucap.sum())
     util = load[u_idx] / ucap
-    w = params.tolerance
-    before_max = float(util.max())
-    balanced = float(util.max() - util.min()) <= w + EPS and before_max <= params.threshold + EPS
+    balanced = (
+        float(util.max() - util.min()) <= params.tolerance + EPS
+        and float(util.max()) <= params.threshold + EPS
+    )
     if not in_pool.any() and params.upper is None and balanced:
         return new  # within tolerance: a move would gain too little
-    if params.upper is not None:
-        upper = max(params.upper, t)
-        lower = -np.inf
-    else:
-        upper = _choose_upper(load[u_idx], ucap, pool_free, t, w)
-        upper = max(min(upper, params.threshold), t)
-        if params.ceiling is not None:
-            upper = min(upper, max(params.ceiling, t))
-        lower = upper - w
+    upper, lower = _band(load[u_idx], ucap, pool_free, t, params)
     # An empty replica changes no dir's bytes: moving it would be a move for nothing.
     can_move = p.movable & (p.sizes >= max(params.min_move_bytes, 1))
     origin = np.full(n, -1, dtype=np.int64)
-
-    # 1. shed: each dir above the band gives its excess, largest replicas that fit first.
+    w = _Work(p, new, load, in_pool, origin, can_move, usable, u_idx, cap, sizes_f, upper, lower)
     if params.shed:
-        for d in u_idx.tolist():
-            excess = load[d] - upper * cap[d]
-            if excess <= EPS * cap[d]:
-                continue
-            cand = np.flatnonzero((new == d) & stay & can_move)
-            if cand.size == 0:
-                continue
-            order = cand[np.lexsort((cand, p.sizes[cand]))]  # ascending size, then index
-            sz = sizes_f[order]
-            taken = np.zeros(order.size, dtype=np.bool_)
-            rem = excess
-            hi = order.size - 1
-            while rem > 0 and hi >= 0:
-                j = int(np.searchsorted(sz[: hi + 1], rem, side="right")) - 1
-                if j < 0:
-                    break
-                taken[j] = True
-                rem -= sz[j]
-                hi = j - 1
-            if rem > 0:
-                free_idx = np.flatnonzero(~taken)
-                if free_idx.size:
-                    taken[free_idx[0]] = True  # the smallest that covers the rest
-                    rem -= sz[free_idx[0]]
-            picked = order[taken]
-            origin[picked] = d
-            in_pool[picked] = True
-            load[d] -= float(sizes_f[picked].sum())
-            new[picked] = -1
-
-    # 2. place the pool, largest first, each where utilisation is lowest and it fits under U.
-    pool = np.flatnonzero(in_pool)
-    if pool.size:
-        pool = pool[np.lexsort((pool, -p.sizes[pool]))]
-        for i in pool.tolist():
-            s = sizes_f[i]
-            after = (load[u_idx] + s) / ucap
-            fits = after <= upper + EPS
-            if fits.any():
-                cur_u = load[u_idx] / ucap
-                j = int(np.argmin(np.where(fits, cur_u, np.inf)))
-                d = int(u_idx[j])
-            elif origin[i] >= 0:
-                d = int(origin[i])  # put it back: no move
-            else:
-                d = int(u_idx[int(np.argmin(after))])
-            new[i] = d
-            load[d] += s
-
-    # 3. fill: dirs still below the band take the largest replica that fits their deficit.
+        _shed(w)
+    _place(w)
     if params.fill and params.upper is None and params.shed:
-        blocked = np.zeros(k, dtype=np.bool_)
-        movable_now = can_move | (origin >= 0) | ~cur_ok
-        for _ in range(10 * n + k):
-            cu = np.where(usable & ~blocked, load / np.where(cap > 0, cap, 1.0), np.inf)
-            r = int(np.argmin(cu))
-            if not np.isfinite(cu[r]) or load[r] >= lower * cap[r] - EPS * cap[r]:
-                break
-            need = lower * cap[r] - load[r]
-            room = upper * cap[r] - load[r]
-            donors = np.flatnonzero(usable & (load > lower * cap + EPS * cap))
-            donors = donors[donors != r]
-            moved = False
-            if donors.size:
-                du = load[donors] / cap[donors]
-                for d in donors[np.lexsort((donors, -du))].tolist():
-                    avail = load[d] - lower * cap[d]
-                    limit = min(avail, room)
-                    cand = np.flatnonzero((new == d) & movable_now)
-                    if cand.size == 0:
-                        continue
-                    cs = sizes_f[cand]
-                    ok = cs <= min(need, limit) + EPS
-                    if ok.any():
-                        i = int(cand[int(np.argmax(np.where(ok, cs, -1.0)))])
-                    else:
-                        ok2 = cs <= limit + EPS
-                        if not ok2.any():
-                            continue
-                        i = int(cand[int(np.argmin(np.where(ok2, cs, np.inf)))])
-                    new[i] = r
-                    load[d] -= sizes_f[i]
-                    load[r] += sizes_f[i]
-                    moved = True
-                    break
-            if not moved:
-                blocked[r] = True
-    return new
+        _fill(w)
+    return w.new

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -308,6 +309,201 @@ def check_constraints(
     return out
 
 
+@dataclass(frozen=True)
+class _Changes:
+    """What a placement changes, replica by replica and partition by partition."""
+
+    moved_b: BoolA
+    """Per replica: its broker changed (an inter-broker move)."""
+    moved: BoolA
+    """Per replica: its broker or its dir changed."""
+    leader_changed: BoolA
+    """Per partition: its leader's broker changed."""
+    part_changed: BoolA
+    """Per partition: a replica moved or the leader changed (it needs a target)."""
+    part_bchanged: BoolA
+    """Per partition: a replica changed broker."""
+
+
+def _changes(a: ClusterArrays, rb: I64, rd: I64, leader: BoolA) -> _Changes:
+    moved_b = rb != a.rep_broker
+    moved = moved_b | (rd != a.rep_dir)
+    lead_b_before = np.full(a.n_parts, -1, dtype=np.int64)
+    lead_b_before[a.rep_part[a.rep_leader]] = a.rep_broker[a.rep_leader]
+    lead_b_after = np.full(a.n_parts, -1, dtype=np.int64)
+    lead_b_after[a.rep_part[leader]] = rb[leader]
+    leader_changed = lead_b_before != lead_b_after
+    part_changed = np.zeros(a.n_parts, dtype=np.bool_)
+    part_changed[a.rep_part[moved]] = True
+    part_changed |= leader_changed
+    part_bchanged = np.zeros(a.n_parts, dtype=np.bool_)
+    part_bchanged[a.rep_part[moved_b]] = True
+    return _Changes(moved_b, moved, leader_changed, part_changed, part_bchanged)
+
+
+def _moves(a: ClusterArrays, rb: I64, rd: I64, ch: _Changes) -> list[Move]:
+    bid = a.broker_ids
+    return [
+        Move(
+            topic=a.part_topic[a.rep_part[i]],
+            partition=int(a.part_num[a.rep_part[i]]),
+            from_broker=int(bid[a.rep_broker[i]]),
+            from_dir=a.dir_path[a.rep_dir[i]],
+            to_broker=int(bid[rb[i]]),
+            to_dir=a.dir_path[rd[i]],
+            to_dir_name=a.dir_name[rd[i]],
+            size_bytes=int(a.rep_size[i]),
+            kind="inter" if ch.moved_b[i] else "intra",
+        )
+        for i in np.flatnonzero(ch.moved)
+    ]
+
+
+def _partition_targets(
+    a: ClusterArrays, rb: I64, rd: I64, leader: BoolA, ch: _Changes
+) -> list[PartitionTarget]:
+    """Each changed partition's replicas, leader first, with their dirs."""
+    bid = a.broker_ids
+    start = a.part_start()
+    parts: list[PartitionTarget] = []
+    for p in np.flatnonzero(ch.part_changed):
+        sl = np.arange(start[p], start[p + 1])
+        lead = sl[leader[sl]]
+        order = list(lead) + [int(i) for i in sl if not leader[i]]
+        parts.append(
+            PartitionTarget(
+                topic=a.part_topic[p],
+                partition=int(a.part_num[p]),
+                replicas=[int(bid[rb[i]]) for i in order],
+                log_dirs=[a.dir_path[rd[i]] for i in order],
+                log_dir_names=[a.dir_name[rd[i]] for i in order],
+                brokers_changed=bool(ch.part_bchanged[p]),
+                leader_changed=bool(ch.leader_changed[p]),
+            )
+        )
+    return parts
+
+
+@dataclass(frozen=True)
+class _Usage:
+    """Bytes on each dir before and after, and which dirs the balance counts."""
+
+    before: F64
+    after: F64
+    counted: BoolA
+
+
+def _summary(
+    a: ClusterArrays,
+    ch: _Changes,
+    use: _Usage,
+    *,
+    rd: I64,
+    leaving: BoolA,
+    constraints: list[ConstraintCheck],
+    n_parts: int,
+    opts: PlanOptions,
+) -> Summary:
+    fb: BalanceFigures = figures(a, use.before, use.counted, opts.capacity_threshold)
+    fa: BalanceFigures = figures(a, use.after, use.counted, opts.capacity_threshold)
+    fz = assess(a, rd, use.before, use.after, use.counted, opts, constraints)
+    sz = a.rep_size
+    moved, moved_b = ch.moved, ch.moved_b
+    return Summary(
+        largest_util_before=fb.largest_util,
+        largest_util_after=fa.largest_util,
+        worst_spread_pp_before=fb.worst_spread_pp,
+        worst_spread_pp_after=fa.worst_spread_pp,
+        std_pp_before=fb.std_pp,
+        std_pp_after=fa.std_pp,
+        dirs_above_threshold_before=fb.above_threshold,
+        dirs_above_threshold_after=fa.above_threshold,
+        bytes_moved=int(sz[moved].sum()),
+        bytes_moved_inter_broker=int(sz[moved_b].sum()),
+        bytes_moved_intra_broker=int(sz[moved & ~moved_b].sum()),
+        lower_bound_bytes=lower_bound_bytes(a, use.before, use.after, use.counted, leaving),
+        replica_moves_inter_broker=int(moved_b.sum()),
+        replica_moves_intra_broker=int((moved & ~moved_b).sum()),
+        leader_moves=int(ch.leader_changed.sum()),
+        partitions_changed=n_parts,
+        broker_spread_pp_before=fz.broker_spread_pp_before,
+        broker_spread_pp_after=fz.broker_spread_pp_after,
+        disk_spread_pp_before=fz.disk_spread_pp_before,
+        disk_spread_pp_after=fz.disk_spread_pp_after,
+        balance_band_pp=100.0 * opts.dir_balance_tolerance,
+        capacity_threshold_percent=100.0 * opts.capacity_threshold,
+        band_scope=fz.band_scope,
+        feasible=fz.feasible,
+        best_spread_pp=fz.best_spread_pp,
+        infeasible_reasons=fz.reasons,
+    )
+
+
+def _utilisation(a: ClusterArrays, used: F64) -> F64:
+    cap = a.dir_capacity.astype(np.float64)
+    return np.where(cap > 0, used / np.where(cap > 0, cap, 1.0), 0.0)
+
+
+def _broker_reports(a: ClusterArrays, rb: I64, leader: BoolA, use: _Usage) -> list[BrokerReport]:
+    """Each broker's capacity, bytes, replicas, leaders, fullest dir and spread, before/after."""
+    n, on = a.n_brokers, a.dir_broker
+    cap = a.dir_capacity.astype(np.float64)
+    ub, ua = _utilisation(a, use.before), _utilisation(a, use.after)
+    sp_b = broker_spreads_pp(a, use.before, use.counted)
+    sp_a = broker_spreads_pp(a, use.after, use.counted)
+    nrep_b, nrep_a = np.bincount(a.rep_broker, minlength=n), np.bincount(rb, minlength=n)
+    nl_b = np.bincount(a.rep_broker[a.rep_leader], minlength=n)
+    nl_a = np.bincount(rb[leader], minlength=n)
+    bcap = np.bincount(on, weights=cap, minlength=n)
+    bub = np.bincount(on, weights=use.before, minlength=n)
+    bua = np.bincount(on, weights=use.after, minlength=n)
+    mxb, mxa = np.zeros(n), np.zeros(n)
+    np.maximum.at(mxb, on[use.counted], ub[use.counted])
+    np.maximum.at(mxa, on[use.counted], ua[use.counted])
+    out = []
+    for b in range(n):
+        rk = int(a.broker_rack[b])
+        out.append(
+            BrokerReport(
+                broker_id=int(a.broker_ids[b]),
+                rack=a.rack_names[rk] if rk >= 0 else None,
+                live=bool(a.broker_live[b]),
+                capacity_bytes=int(bcap[b]),
+                used_before=int(bub[b]),
+                used_after=int(bua[b]),
+                replicas_before=int(nrep_b[b]),
+                replicas_after=int(nrep_a[b]),
+                leaders_before=int(nl_b[b]),
+                leaders_after=int(nl_a[b]),
+                max_dir_util_before=float(mxb[b]),
+                max_dir_util_after=float(mxa[b]),
+                spread_pp_before=float(sp_b[b]),
+                spread_pp_after=float(sp_a[b]),
+            )
+        )
+    return out
+
+
+def _dir_reports(a: ClusterArrays, drain_dir: BoolA, use: _Usage) -> list[DirReport]:
+    ub, ua = _utilisation(a, use.before), _utilisation(a, use.after)
+    return [
+        DirReport(
+            broker_id=int(a.broker_ids[a.dir_broker[d]]),
+            name=a.dir_name[d],
+            path=a.dir_path[d],
+            capacity_bytes=int(a.dir_capacity[d]),
+            used_before=int(use.before[d]),
+            used_after=int(use.after[d]),
+            util_before=float(ub[d]),
+            util_after=float(ua[d]),
+            live=bool(a.dir_live[d]),
+            cordoned=bool(a.dir_cordoned[d]),
+            drained=bool(drain_dir[d]),
+        )
+        for d in range(a.n_dirs)
+    ]
+
+
 def build_plan(
     a: ClusterArrays,
     rb: I64,
@@ -320,149 +516,20 @@ def build_plan(
     notes: list[str] | None = None,
     with_dirs: bool = True,
 ) -> Plan:
-    bid = a.broker_ids
-    moved_b = rb != a.rep_broker
-    moved_d = rd != a.rep_dir
-    moved = moved_b | moved_d
-    lead_b_before = np.full(a.n_parts, -1, dtype=np.int64)
-    lead_b_before[a.rep_part[a.rep_leader]] = a.rep_broker[a.rep_leader]
-    lead_b_after = np.full(a.n_parts, -1, dtype=np.int64)
-    lead_b_after[a.rep_part[leader]] = rb[leader]
-    leader_changed = lead_b_before != lead_b_after
-    part_changed = np.zeros(a.n_parts, dtype=np.bool_)
-    part_changed[a.rep_part[moved]] = True
-    part_changed |= leader_changed
-    part_bchanged = np.zeros(a.n_parts, dtype=np.bool_)
-    part_bchanged[a.rep_part[moved_b]] = True
-    start = a.part_start()
-
-    moves = [
-        Move(
-            topic=a.part_topic[a.rep_part[i]],
-            partition=int(a.part_num[a.rep_part[i]]),
-            from_broker=int(bid[a.rep_broker[i]]),
-            from_dir=a.dir_path[a.rep_dir[i]],
-            to_broker=int(bid[rb[i]]),
-            to_dir=a.dir_path[rd[i]],
-            to_dir_name=a.dir_name[rd[i]],
-            size_bytes=int(a.rep_size[i]),
-            kind="inter" if moved_b[i] else "intra",
-        )
-        for i in np.flatnonzero(moved)
-    ]
-    parts: list[PartitionTarget] = []
-    for p in np.flatnonzero(part_changed):
-        sl = np.arange(start[p], start[p + 1])
-        lead = sl[leader[sl]]
-        order = list(lead) + [int(i) for i in sl if not leader[i]]
-        parts.append(
-            PartitionTarget(
-                topic=a.part_topic[p],
-                partition=int(a.part_num[p]),
-                replicas=[int(bid[rb[i]]) for i in order],
-                log_dirs=[a.dir_path[rd[i]] for i in order],
-                log_dir_names=[a.dir_name[rd[i]] for i in order],
-                brokers_changed=bool(part_bchanged[p]),
-                leader_changed=bool(leader_changed[p]),
-            )
-        )
+    """The placement ``(rb, rd, leader)`` as a plan: the moves, each changed partition's
+    target, and the report (summary, constraint checks, per broker and per dir figures)."""
+    ch = _changes(a, rb, rd, leader)
+    moves = _moves(a, rb, rd, ch)
+    parts = _partition_targets(a, rb, rd, leader, ch)
     plan_id = _plan_id(parts, a.cluster)
-
-    used_b = dir_used(a, a.rep_dir)
-    used_a = dir_used(a, rd)
-    counted = counted_dirs(a, drain_dir | removed[a.dir_broker])
-    fb: BalanceFigures = figures(a, used_b, counted, opts.capacity_threshold)
-    fa: BalanceFigures = figures(a, used_a, counted, opts.capacity_threshold)
-    sz = a.rep_size
+    leaving = drain_dir | removed[a.dir_broker]
+    use = _Usage(dir_used(a, a.rep_dir), dir_used(a, rd), counted_dirs(a, leaving))
     constraints = check_constraints(
-        a, rb, rd, leader, drain_dir, removed, opts.capacity_threshold, used_a, used_b
+        a, rb, rd, leader, drain_dir, removed, opts.capacity_threshold, use.after, use.before
     )
-    fz = assess(a, rd, used_b, used_a, counted, opts, constraints)
-    summary = Summary(
-        largest_util_before=fb.largest_util,
-        largest_util_after=fa.largest_util,
-        worst_spread_pp_before=fb.worst_spread_pp,
-        worst_spread_pp_after=fa.worst_spread_pp,
-        std_pp_before=fb.std_pp,
-        std_pp_after=fa.std_pp,
-        dirs_above_threshold_before=fb.above_threshold,
-        dirs_above_threshold_after=fa.above_threshold,
-        bytes_moved=int(sz[moved].sum()),
-        bytes_moved_inter_broker=int(sz[moved_b].sum()),
-        bytes_moved_intra_broker=int(sz[moved & ~moved_b].sum()),
-        lower_bound_bytes=lower_bound_bytes(
-            a, used_b, used_a, counted, drain_dir | removed[a.dir_broker]
-        ),
-        replica_moves_inter_broker=int(moved_b.sum()),
-        replica_moves_intra_broker=int((moved & ~moved_b).sum()),
-        leader_moves=int(leader_changed.sum()),
-        partitions_changed=len(parts),
-        broker_spread_pp_before=fz.broker_spread_pp_before,
-        broker_spread_pp_after=fz.broker_spread_pp_after,
-        disk_spread_pp_before=fz.disk_spread_pp_before,
-        disk_spread_pp_after=fz.disk_spread_pp_after,
-        balance_band_pp=100.0 * opts.dir_balance_tolerance,
-        capacity_threshold_percent=100.0 * opts.capacity_threshold,
-        band_scope=fz.band_scope,
-        feasible=fz.feasible,
-        best_spread_pp=fz.best_spread_pp,
-        infeasible_reasons=fz.reasons,
+    summary = _summary(
+        a, ch, use, rd=rd, leaving=leaving, constraints=constraints, n_parts=len(parts), opts=opts
     )
-    brokers: list[BrokerReport] = []
-    dirs: list[DirReport] = []
-    if with_dirs:
-        cap = a.dir_capacity.astype(np.float64)
-        ub = np.where(cap > 0, used_b / np.where(cap > 0, cap, 1.0), 0.0)
-        ua = np.where(cap > 0, used_a / np.where(cap > 0, cap, 1.0), 0.0)
-        sp_b = broker_spreads_pp(a, used_b, counted)
-        sp_a = broker_spreads_pp(a, used_a, counted)
-        nrep_b = np.bincount(a.rep_broker, minlength=a.n_brokers)
-        nrep_a = np.bincount(rb, minlength=a.n_brokers)
-        nl_b = np.bincount(a.rep_broker[a.rep_leader], minlength=a.n_brokers)
-        nl_a = np.bincount(rb[leader], minlength=a.n_brokers)
-        bcap = np.bincount(a.dir_broker, weights=cap, minlength=a.n_brokers)
-        bub = np.bincount(a.dir_broker, weights=used_b, minlength=a.n_brokers)
-        bua = np.bincount(a.dir_broker, weights=used_a, minlength=a.n_brokers)
-        mxb = np.zeros(a.n_brokers)
-        mxa = np.zeros(a.n_brokers)
-        np.maximum.at(mxb, a.dir_broker[counted], ub[counted])
-        np.maximum.at(mxa, a.dir_broker[counted], ua[counted])
-        for b in range(a.n_brokers):
-            rk = int(a.broker_rack[b])
-            brokers.append(
-                BrokerReport(
-                    broker_id=int(bid[b]),
-                    rack=a.rack_names[rk] if rk >= 0 else None,
-                    live=bool(a.broker_live[b]),
-                    capacity_bytes=int(bcap[b]),
-                    used_before=int(bub[b]),
-                    used_after=int(bua[b]),
-                    replicas_before=int(nrep_b[b]),
-                    replicas_after=int(nrep_a[b]),
-                    leaders_before=int(nl_b[b]),
-                    leaders_after=int(nl_a[b]),
-                    max_dir_util_before=float(mxb[b]),
-                    max_dir_util_after=float(mxa[b]),
-                    spread_pp_before=float(sp_b[b]),
-                    spread_pp_after=float(sp_a[b]),
-                )
-            )
-        for d in range(a.n_dirs):
-            dirs.append(
-                DirReport(
-                    broker_id=int(bid[a.dir_broker[d]]),
-                    name=a.dir_name[d],
-                    path=a.dir_path[d],
-                    capacity_bytes=int(a.dir_capacity[d]),
-                    used_before=int(used_b[d]),
-                    used_after=int(used_a[d]),
-                    util_before=float(ub[d]),
-                    util_after=float(ua[d]),
-                    live=bool(a.dir_live[d]),
-                    cordoned=bool(a.dir_cordoned[d]),
-                    drained=bool(drain_dir[d]),
-                )
-            )
     report = PlanReport(
         cluster_name=a.cluster,
         mode=str(opts.mode),
@@ -470,8 +537,8 @@ def build_plan(
         options=json.loads(opts.model_dump_json(by_alias=True)),
         summary=summary,
         constraints=constraints,
-        brokers=brokers,
-        dirs=dirs,
+        brokers=_broker_reports(a, rb, leader, use) if with_dirs else [],
+        dirs=_dir_reports(a, drain_dir, use) if with_dirs else [],
         notes=list(notes or []),
     )
     return Plan(

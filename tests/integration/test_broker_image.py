@@ -129,6 +129,44 @@ def test_dockerignore_does_not_hide_copied_files() -> None:
                 )
 
 
+def _dockerignored(rel: str) -> bool:
+    """Docker's reading of .dockerignore, as far as this repository's patterns need: a path is
+    left out of the context when it or a folder above it matches a pattern (``**`` any depth)."""
+    import fnmatch
+
+    patterns = [
+        p.strip()
+        for p in (REPO_ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if p.strip() and not p.startswith("#")
+    ]
+    parts = Path(rel).parts
+    heads = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    return any(
+        fnmatch.fnmatch(h, pat) or fnmatch.fnmatch(h, pat.replace("**/", "*/")) or h == pat
+        for pat in patterns
+        for h in heads
+    )
+
+
+def test_the_development_harness_stays_out_of_both_images() -> None:
+    """Issue 38: local broker processes, the counting clients and the local-cluster tool are
+    for `make demo` and the tests; the images' build context leaves them out, and the rest of
+    the broker package goes in (the import contract in pyproject.toml keeps the runtime from
+    needing them)."""
+    harness = {
+        "broker_image/jbod_broker/local.py",
+        "broker_image/jbod_broker/counting.py",
+        "operator/jbod_operator/tools/localkube.py",
+    }
+    assert {h for h in harness if not _dockerignored(h)} == set()
+    shipped = [
+        str(p.relative_to(REPO_ROOT))
+        for p in (REPO_ROOT / "broker_image" / "jbod_broker").rglob("*.py")
+        if "__pycache__" not in p.parts and str(p.relative_to(REPO_ROOT)) not in harness
+    ]
+    assert shipped and [p for p in shipped if _dockerignored(p)] == []
+
+
 def test_copied_tree_is_an_installable_broker_package(tmp_path: Path) -> None:
     """Stage the context as the image lays it out, then run the packaging discovery on it."""
     stage = tmp_path / "app-src"
@@ -144,7 +182,7 @@ def test_copied_tree_is_an_installable_broker_package(tmp_path: Path) -> None:
             if path.is_dir():
                 where.mkdir(parents=True, exist_ok=True)
                 for f in path.rglob("*"):
-                    if f.is_file() and "__pycache__" not in f.parts:
+                    if f.is_file() and not _dockerignored(str(f.relative_to(REPO_ROOT))):
                         (where / f.relative_to(path)).parent.mkdir(parents=True, exist_ok=True)
                         (where / f.relative_to(path)).write_bytes(f.read_bytes())
             else:

@@ -87,3 +87,37 @@ def test_delete_name_always_fits() -> None:
     name = delete_dir_name(TopicPartition("t" * 249, 123))
     assert len(name.encode()) <= 255
     assert name.endswith("-delete")
+
+
+_NAME_SAMPLES = [
+    *(".", "..", "...", "a", ".a", "..a", "a.", "a..", "-", "_", "._", "a b", "a/b", "ä", ""),
+    *("t" * 249, "t" * 250, "." * 249, "my.topic_1-2", "a\n", "\u00a0"),
+]
+
+
+@pytest.mark.parametrize("name", _NAME_SAMPLES)
+def test_one_topic_rule_three_readers(name: str) -> None:
+    """The broker's check, the wire model and the CRD's pattern say the same of every name
+    (issue 38: the rule was written three times and could drift)."""
+    import re
+
+    from pydantic import TypeAdapter, ValidationError
+
+    from jbod_broker import wire
+    from jbod_broker.storage.names import MAX_TOPIC_LENGTH, TOPIC_NAME_PATTERN, validate_topic
+    from jbod_operator.models.common import TopicName
+
+    try:
+        validate_topic(name)
+        broker = True
+    except InvalidTopicError:
+        broker = False
+    pattern = bool(re.fullmatch(TOPIC_NAME_PATTERN, name)) and len(name) <= MAX_TOPIC_LENGTH
+    verdicts = set()
+    for kind in (wire.Topic, TopicName):
+        try:
+            TypeAdapter(kind).validate_python(name)
+            verdicts.add(True)
+        except ValidationError:
+            verdicts.add(False)
+    assert verdicts == {broker} and pattern == broker, name

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from jbod_operator.models.spark_application import (
-    TERMINAL_STATES,
+    ENDED_STATES,
     ApplicationState,
     build_spark_application,
     job_file,
@@ -47,7 +47,7 @@ def spark_state(state: str | None, *, report: bool, error: str = "") -> tuple[Jo
 # -- the SparkApplication's states --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("state", [s for s in ApplicationState if s not in TERMINAL_STATES])
+@pytest.mark.parametrize("state", [s for s in ApplicationState if s not in ENDED_STATES])
 def test_every_state_short_of_the_end_is_running_whatever_the_folder_holds(state: str) -> None:
     """SUBMITTED, RUNNING, PENDING_RERUN, SUCCEEDING, FAILING, ... : the driver may still
     write (a report seen while SUCCEEDING is not taken before COMPLETED)."""
@@ -104,7 +104,7 @@ def test_a_state_this_operator_does_not_know_is_not_taken_for_an_end() -> None:
 
 
 def test_the_terminal_states_are_the_spark_operators_three() -> None:
-    assert {s.value for s in TERMINAL_STATES} == {"COMPLETED", "FAILED", "SUBMISSION_FAILED"}
+    assert {s.value for s in ENDED_STATES} == {"COMPLETED", "FAILED", "SUBMISSION_FAILED"}
 
 
 # -- the rule every launcher shares --------------------------------------------------------

@@ -32,7 +32,15 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
 
-_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+TOPIC_CHARS = "a-zA-Z0-9._-"
+"""Kafka's legal topic characters (``Topic.LEGAL_CHARS``), as a regex character-class body."""
+TOPIC_NAME_PATTERN = rf"^(\.?[{TOPIC_CHARS.replace('.', '')}]|\.\.[{TOPIC_CHARS}])[{TOPIC_CHARS}]*$"
+"""The whole name rule but its length, as one regex: legal characters, and not "." or "..".
+The API server's (and Go's and Rust's) regexes have no lookahead, so "not only dots" reads:
+an optional dot then a non-dot, or two dots then anything. The CRD schemas and the wire models
+take it from here; :func:`validate_topic` checks the same rule a reason at a time, for its
+messages (tests/unit/test_names.py holds the two to the same verdicts)."""
+_TOPIC_CHARS_RE = re.compile(rf"^[{TOPIC_CHARS}]+$")
 _SPECIAL_RE = re.compile(
     r"^(?P<topic>.+)-(?P<partition>\d+)\.(?P<uid>[0-9a-f]{32})(?P<suffix>-future|-delete|-stray)$"
 )
@@ -103,8 +111,8 @@ def validate_topic(topic: str) -> None:
         raise InvalidTopicError(
             f"topic name is {len(topic)} characters long, the limit is {MAX_TOPIC_LENGTH}"
         )
-    if not _TOPIC_RE.match(topic):
-        raise InvalidTopicError(f"topic name {topic!r} has characters outside [a-zA-Z0-9._-]")
+    if not _TOPIC_CHARS_RE.fullmatch(topic):
+        raise InvalidTopicError(f"topic name {topic!r} has characters outside [{TOPIC_CHARS}]")
 
 
 def unify_collision_chars(topic: str) -> str:
@@ -197,7 +205,7 @@ def parse_dir_name(name: str) -> ParsedDirName | None:
     m = _PLAIN_RE.match(name)
     if m:
         topic = m.group("topic")
-        if not _TOPIC_RE.match(topic) or len(topic) > MAX_TOPIC_LENGTH:
+        if not _TOPIC_CHARS_RE.fullmatch(topic) or len(topic) > MAX_TOPIC_LENGTH:
             return None
         return ParsedDirName(TopicPartition(topic, int(m.group("partition"))), DirKind.CURRENT)
     return None

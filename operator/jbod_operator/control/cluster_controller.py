@@ -40,7 +40,7 @@ from jbod_broker.errors import StaleControllerEpochError
 from ..clients.brokers import BrokerPool
 from ..clients.kube import BROKER_CLUSTERS, EVENTS, REASSIGNMENTS, TOPICS, ApiError, KubeClient
 from ..models import kafka_topic_name, topic_id_of
-from ..models.common import StrayReplica
+from ..models.common import API_VERSION, StrayReplica
 from ..plan import partition_state, strays, topic_spec
 from ..plan.election import apply_to_status, decide, validate_alter_partition, view_from_status
 from ..plan.topic_partitions import PartitionCreation
@@ -60,7 +60,7 @@ async def post_cluster_event(
         "kind": "Event",
         "metadata": {"name": f"{cluster}.{uuid.uuid4().hex[:12]}", "namespace": ns},
         "involvedObject": {
-            "apiVersion": "jbod.io/v1alpha1",
+            "apiVersion": API_VERSION,
             "kind": "BrokerCluster",
             "name": cluster,
             "namespace": ns,

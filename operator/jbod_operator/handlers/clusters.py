@@ -37,6 +37,7 @@ from ..clients.kube import (
     KubeClient,
 )
 from ..models import BrokerCluster
+from ..models.broker_cluster import rack_for
 from ..plan import builders, scale_down, storage_diff
 from ..plan.conditions import set_condition
 from ..plan.storage_diff import diff_log_dirs, log_dirs_from_statefulset, removal_blockers
@@ -117,7 +118,7 @@ def broker_states(
         out.append(
             {
                 "id": b,
-                **({"rack": racks[b % len(racks)]} if racks else {}),
+                **({"rack": rack} if (rack := rack_for(racks, b)) else {}),
                 "live": desc is not None,
                 "url": pool_url(b),
                 "offlineLogDirs": offline,

@@ -22,7 +22,7 @@ import kopf
 
 from ..clients.kube import LOG_DIR_MOVES, KubeClient
 from ..models import LogDirMove, LogDirMoveStatus
-from ..models.log_dir_move import FINAL_PHASES, FINAL_REPLICA_STATES
+from ..models.log_dir_move import ENDED_PHASES, ENDED_REPLICA_STATES
 from ..plan.execution import ActionFailed, ClusterUnusable, LogDirMoveExecutor
 from ..plan.logdirmove import (
     Action,
@@ -87,7 +87,7 @@ async def observe(kube: KubeClient, ex: LogDirMoveExecutor, move: LogDirMove) ->
     """Everything a pass decides from, read before anything is decided: the cluster through
     ``ex``, the cluster's other LogDirMoves from the API (the same for every adapter)."""
     now = time.time()
-    if move.status is not None and move.status.phase in FINAL_PHASES:
+    if move.status is not None and move.status.phase in ENDED_PHASES:
         return Observed(move, now, cluster_size=None)  # nothing left to observe
     ns, cluster = move.metadata.namespace or "", move.spec.cluster_name
     try:
@@ -153,11 +153,11 @@ async def delete_log_dir_move(ex: LogDirMoveExecutor, body: dict[str, Any]) -> N
     """Deleting a LogDirMove cancels what still runs and lifts its throttle and cordon."""
     move = LogDirMove.model_validate(body)
     status = move.status or LogDirMoveStatus()
-    if status.phase not in FINAL_PHASES:
+    if status.phase not in ENDED_PHASES:
         running = tuple(
             (e.broker_id, e.topic, e.partition)
             for e in status.replicas or []
-            if e.state not in FINAL_REPLICA_STATES
+            if e.state not in ENDED_REPLICA_STATES
         )
         await ex.cancel(CancelMoves(running))
         if move.spec.throttle_bytes_per_second:

@@ -28,7 +28,7 @@ from jbod_broker.errors import StaleControllerEpochError
 
 from ..clients.kube import LOG_DIR_MOVES, REASSIGNMENTS, KubeClient
 from ..models import LogDirMove, PartitionReassignment
-from ..models.log_dir_move import FINAL_REPLICA_STATES, ReplicaState
+from ..models.log_dir_move import ENDED_REPLICA_STATES, ReplicaState
 from ..models.reassignment import ENDED_PHASES, PartitionReassignmentStatus
 from ..plan.execution import (
     ActionFailed,
@@ -138,7 +138,7 @@ async def observe(
             continue
         move = LogDirMove.model_validate(m)
         for r in (move.status.replicas if move.status else None) or []:
-            if r.state in FINAL_REPLICA_STATES:
+            if r.state in ENDED_REPLICA_STATES:
                 continue
             if r.state == ReplicaState.MOVING:
                 busy[r.broker_id] += 1

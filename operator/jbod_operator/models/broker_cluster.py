@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
 from .common import (
+    API_VERSION,
     BrokerId,
     CamelModel,
     Condition,
@@ -264,6 +266,17 @@ class BrokerClusterStatus(CamelModel):
     StopReplica, shows it gone. Written by the controller only (``plan.strays``)."""
 
 
+def rack_for(racks: Sequence[str] | None, broker_id: int) -> str | None:
+    """Broker *i*'s rack: ``racks[i % len(racks)]``, or None when the spec names no racks.
+
+    The one home of the rule (the pod's start script in ``plan.builders`` computes the same in
+    the pod). It depends on the ordinal only, so a broker keeps its rack across restarts and a
+    scale-up spreads new brokers over the racks in turn."""
+    if not racks:
+        return None
+    return racks[broker_id % len(racks)]
+
+
 class BrokerCluster(CamelModel):
     # The whole object as read from the API: apiVersion/kind and server fields pass through.
     model_config = CamelModel.model_config | {"extra": "ignore"}
@@ -299,7 +312,7 @@ class BrokerCluster(CamelModel):
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
 
-    api_version: str = "jbod.io/v1alpha1"
+    api_version: str = API_VERSION
     metadata: ResourceMeta
     spec: BrokerClusterSpec
     status: BrokerClusterStatus | None = None

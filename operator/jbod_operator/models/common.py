@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
-from jbod_broker.storage.names import MAX_TOPIC_LENGTH
+from jbod_broker import wire
 
 GROUP = "jbod.io"
 VERSION = "v1alpha1"
@@ -21,16 +21,8 @@ API_VERSION = f"{GROUP}/{VERSION}"
 DnsLabel = Annotated[
     str, StringConstraints(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ]
-# Kafka's rules: 1-249 of [a-zA-Z0-9._-], but not "." or ".." (no lookahead in Go/Rust regexps,
-# so: an optional dot then a non-dot, or two dots then anything).
-TopicName = Annotated[
-    str,
-    StringConstraints(
-        min_length=1,
-        max_length=MAX_TOPIC_LENGTH,
-        pattern=r"^(\.?[a-zA-Z0-9_-]|\.\.[a-zA-Z0-9._-])[a-zA-Z0-9._-]*$",
-    ),
-]
+# Kafka's topic rule has one home, storage.names; the CRDs get its pattern through wire.Topic.
+TopicName = wire.Topic
 ResourceName = Annotated[
     str,
     StringConstraints(

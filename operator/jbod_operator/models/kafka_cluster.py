@@ -18,7 +18,15 @@ from typing import Annotated, Any, ClassVar
 from pydantic import Field, StringConstraints, model_validator
 
 from .broker_cluster import BalanceSpec, BalanceStatus
-from .common import BrokerId, CamelModel, Condition, Quantity, ResourceMeta, ResourceName
+from .common import (
+    API_VERSION,
+    BrokerId,
+    CamelModel,
+    Condition,
+    Quantity,
+    ResourceMeta,
+    ResourceName,
+)
 
 MAX_BOOTSTRAP_SERVERS = 64
 
@@ -237,7 +245,7 @@ class KafkaCluster(CamelModel):
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
 
-    api_version: str = "jbod.io/v1alpha1"
+    api_version: str = API_VERSION
     metadata: ResourceMeta
     spec: KafkaClusterSpec
     status: KafkaClusterStatus | None = None

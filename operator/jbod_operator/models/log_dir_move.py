@@ -14,6 +14,7 @@ from pydantic import Field, StringConstraints
 
 from .common import (
     ABSOLUTE_PATH,
+    API_VERSION,
     BrokerId,
     CamelModel,
     Condition,
@@ -53,7 +54,7 @@ class MovePhase(StrEnum):
     CANCELLED = "Cancelled"
 
 
-FINAL_PHASES = frozenset({MovePhase.SUCCEEDED, MovePhase.FAILED, MovePhase.CANCELLED})
+ENDED_PHASES = frozenset({MovePhase.SUCCEEDED, MovePhase.FAILED, MovePhase.CANCELLED})
 """Phases a LogDirMove never leaves; a restarted operator never re-sends their moves."""
 
 
@@ -80,7 +81,7 @@ class ReplicaState(StrEnum):
     CANCELLED = "Cancelled"
 
 
-FINAL_REPLICA_STATES = frozenset(
+ENDED_REPLICA_STATES = frozenset(
     {ReplicaState.SUCCEEDED, ReplicaState.FAILED, ReplicaState.CANCELLED}
 )
 
@@ -205,7 +206,7 @@ class LogDirMove(CamelModel):
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
 
-    api_version: str = "jbod.io/v1alpha1"
+    api_version: str = API_VERSION
     metadata: ResourceMeta
     spec: LogDirMoveSpec
     status: LogDirMoveStatus | None = None

@@ -15,6 +15,7 @@ from pydantic import Field, StringConstraints, field_validator
 
 from .common import (
     ABSOLUTE_PATH,
+    API_VERSION,
     BrokerId,
     CamelModel,
     Condition,
@@ -409,7 +410,7 @@ class PartitionReassignment(CamelModel):
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
 
-    api_version: str = "jbod.io/v1alpha1"
+    api_version: str = API_VERSION
     metadata: ResourceMeta
     spec: PartitionReassignmentSpec
     status: PartitionReassignmentStatus | None = None

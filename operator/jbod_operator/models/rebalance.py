@@ -17,6 +17,7 @@ from pydantic import Field, StringConstraints, model_validator
 
 from .common import (
     ABSOLUTE_PATH,
+    API_VERSION,
     BrokerId,
     CamelModel,
     Condition,
@@ -336,7 +337,7 @@ class Rebalance(CamelModel):
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
 
-    api_version: str = "jbod.io/v1alpha1"
+    api_version: str = API_VERSION
     metadata: ResourceMeta
     spec: RebalanceSpec
     status: RebalanceStatus | None = None

@@ -62,7 +62,7 @@ class ApplicationState(StrEnum):
     UNKNOWN = "UNKNOWN"
 
 
-TERMINAL_STATES = frozenset(
+ENDED_STATES = frozenset(
     {ApplicationState.COMPLETED, ApplicationState.FAILED, ApplicationState.SUBMISSION_FAILED}
 )
 """The driver ended for good (no rerun: the planning job's restart policy is Never)."""

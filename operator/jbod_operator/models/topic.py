@@ -11,6 +11,7 @@ from pydantic import Field, StringConstraints
 from jbod_broker.storage.names import MAX_TOPIC_LENGTH, TOPIC_ID_LENGTH
 
 from .common import (
+    API_VERSION,
     BrokerId,
     CamelModel,
     Condition,
@@ -199,7 +200,7 @@ class Topic(CamelModel):
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
 
-    api_version: str = "jbod.io/v1alpha1"
+    api_version: str = API_VERSION
     metadata: ResourceMeta
     spec: TopicSpec
     status: TopicStatus | None = None

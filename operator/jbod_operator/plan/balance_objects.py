@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..models import BrokerCluster
+from ..models.common import API_VERSION
 from ..models.kafka_cluster import KafkaCluster
 from ..models.rebalance import CLUSTER_LABEL, ENDED_PHASES, TRIGGER_LABEL, RebalanceMode
 from ..models.snapshot import ClusterSnapshot
@@ -124,7 +125,7 @@ def build_rebalance(bc: BrokerCluster | KafkaCluster, create: Create, now: float
     if create.mode == RebalanceMode.ADD_BROKERS:
         spec["brokers"] = list(create.brokers)
     return {
-        "apiVersion": "jbod.io/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "Rebalance",
         "metadata": {
             "name": rebalance_name(name, create, now),

@@ -35,6 +35,7 @@ from jbod_broker import wire
 from jbod_broker.storage.names import format_topic_id
 
 from ..models import BrokerCluster, LogDir
+from ..models.broker_cluster import rack_for
 from ..models.kafka_cluster import KafkaCluster
 
 __all__ = [
@@ -230,11 +231,8 @@ def broker_url(bc: BrokerCluster, broker_id: int) -> str:
 
 
 def rack_of(bc: BrokerCluster, broker_id: int) -> str | None:
-    """``racks[broker_id % len(racks)]``, or None when the spec has no racks."""
-    racks = bc.spec.racks
-    if not racks:
-        return None
-    return racks[broker_id % len(racks)]
+    """The broker's rack by the spec (``models.broker_cluster.rack_for``)."""
+    return rack_for(bc.spec.racks, broker_id)
 
 
 # -- shared metadata ----------------------------------------------------------------------

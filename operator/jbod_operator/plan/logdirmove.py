@@ -22,8 +22,8 @@ from jbod_broker.storage.room import DirSpace, Headroom, RoomVerdict, check_room
 
 from ..models import Condition, LogDirMove, LogDirMoveSpec, LogDirMoveStatus
 from ..models.log_dir_move import (
-    FINAL_PHASES,
-    FINAL_REPLICA_STATES,
+    ENDED_PHASES,
+    ENDED_REPLICA_STATES,
     Drain,
     MovePhase,
     ReplicaMoveStatus,
@@ -388,7 +388,7 @@ def conflicts(
         if (o.metadata.creation_timestamp or "", o.metadata.name) >= me:
             continue
         st = o.status or LogDirMoveStatus()
-        if st.phase in FINAL_PHASES:
+        if st.phase in ENDED_PHASES:
             continue
         theirs = {key_of(e) for e in st.replicas or []} or {
             (m.broker_id, m.topic, m.partition) for m in o.spec.moves or []
@@ -418,11 +418,11 @@ def totals(entries: Sequence[ReplicaMoveStatus], rates: Mapping[ReplicaKey, floa
         e.bytes_total
         if e.state == State.SUCCEEDED
         else 0
-        if e.state in FINAL_REPLICA_STATES  # failed or cancelled: its copy was dropped
+        if e.state in ENDED_REPLICA_STATES  # failed or cancelled: its copy was dropped
         else e.bytes_copied
         for e in entries
     )
-    done = all(e.state in FINAL_REPLICA_STATES for e in entries)
+    done = all(e.state in ENDED_REPLICA_STATES for e in entries)
     all_moved = bool(entries) and all(e.state == State.SUCCEEDED for e in entries)
     percent = 100 if all_moved else (int(100 * copied / total) if total else 0)
     rate = int(sum(rates.values()))
@@ -526,7 +526,7 @@ def advance(obs: Observed) -> Decision:
     move = obs.move
     status = move.status or LogDirMoveStatus()
     p = _Pass(obs, status, list(status.replicas or []))
-    if p.status.phase in FINAL_PHASES:
+    if p.status.phase in ENDED_PHASES:
         if p.status.phase == Phase.SUCCEEDED and move.spec.drain is not None:
             # Keep the drained dir cordoned (brokers forget cordons when they restart) until
             # this LogDirMove is deleted: the dir is meant to be removed.
@@ -611,7 +611,7 @@ def _stop(p: _Pass) -> bool:
     running = tuple(key_of(e) for e in p.entries if e.state in (State.MOVING, State.PENDING))
     p.actions.append(CancelMoves(running))
     for i, e in enumerate(p.entries):
-        if e.state not in FINAL_REPLICA_STATES:
+        if e.state not in ENDED_REPLICA_STATES:
             p.set_state(i, State(new.value), message=message)
     p.actions.append(SetThrottle(tuple(sorted({e.broker_id for e in p.entries})), 0))
     if spec.drain is not None:
@@ -725,7 +725,7 @@ def _summarize(p: _Pass) -> Decision:
             "observed_generation": p.gen,
         }
     )
-    if not all(e.state in FINAL_REPLICA_STATES for e in p.entries):
+    if not all(e.state in ENDED_REPLICA_STATES for e in p.entries):
         moving = sum(1 for e in p.entries if e.state == State.MOVING)
         started = moving or any(e.state == State.SUCCEEDED for e in p.entries)
         new = Phase.MOVING if started else Phase.PENDING
@@ -810,7 +810,7 @@ def moving_by_broker(status: LogDirMoveStatus | None) -> dict[int, list[tuple[st
 def is_followed(move: LogDirMove) -> bool:
     """Whether passes still have work: not final, or a drain whose dir stays cordoned."""
     phase = (move.status or LogDirMoveStatus()).phase
-    return phase not in FINAL_PHASES or move.spec.drain is not None
+    return phase not in ENDED_PHASES or move.spec.drain is not None
 
 
 __all__ = [

@@ -24,8 +24,8 @@ from typing import Any
 from ..models.spark_application import (
     DATA_MOUNT,
     DATA_VOLUME,
+    ENDED_STATES,
     PLAN_LABELS,
-    TERMINAL_STATES,
     ApplicationState,
     SparkApplicationStatus,
 )
@@ -95,7 +95,7 @@ def spark_application_driver(obj: Mapping[str, Any]) -> DriverView:
         return DriverView(False, f"SparkApplication in state {raw}{where}")
     if state == ApplicationState.NEW:
         return DriverView(False, "SparkApplication waiting for the Spark Operator to submit it")
-    if state not in TERMINAL_STATES:
+    if state not in ENDED_STATES:
         return DriverView(False, f"SparkApplication {state.value}{where}")
     error = status.application_state.error_message.strip()
     if state == ApplicationState.COMPLETED:  # the message is only read when no report is there

@@ -39,7 +39,10 @@ from typing import Any
 from jbod_broker import wire
 
 from ..models.common import Condition
+from ..models.log_dir_move import ENDED_PHASES as MOVE_ENDED
 from ..models.plan_report import PlanReport
+from ..models.reassignment import ENDED_PHASES as REASSIGNMENT_ENDED
+from ..models.reassignment import ReassignmentPhase
 from ..models.rebalance import (
     CHILD_LABEL,
     CLUSTER_LABEL,
@@ -93,9 +96,12 @@ JOB_MODES: Mapping[RebalanceMode, str] = {
 }
 """The Spark job's ``--mode`` for each of the resource's modes (the planner says dirs)."""
 
-FAILED_CHILD_PHASES = frozenset({"Failed", "Cancelled", "RolledBack"})
-"""A child in one of these did not do its part: the Rebalance cannot end Ready."""
-SUCCEEDED = "Succeeded"
+SUCCEEDED: str = ReassignmentPhase.SUCCEEDED
+"""A child's phase when it did its part (a LogDirMove's Succeeded is the same string; a unit
+test holds the two enums to it)."""
+FAILED_CHILD_PHASES: frozenset[str] = (REASSIGNMENT_ENDED | MOVE_ENDED) - {SUCCEEDED}
+"""A child that ended any other way did not do its part: the Rebalance cannot end Ready. Taken
+from the children's own phase sets, so a new final phase of theirs is counted here too."""
 CHILD_KINDS = ("PartitionReassignment", "LogDirMove")
 
 

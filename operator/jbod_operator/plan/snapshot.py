@@ -31,6 +31,7 @@ from typing import Any
 
 from jbod_broker.wire import DescribeLogDirsResponse
 
+from ..models.broker_cluster import rack_for
 from ..models.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
 from ..models.topic import kafka_topic_name
 from .logdirmove import BrokerDirs, broker_dirs
@@ -94,10 +95,7 @@ def build_snapshot(
     st_brokers = {int(b["id"]): b for b in status.get("brokers", [])}
     n = int(spec.get("replicas", len(st_brokers)))
     ids = sorted(set(range(n)) | set(st_brokers) | set(describes))
-    brokers = {
-        b: st_brokers.get(b, {}).get("rack") or (racks[b % len(racks)] if racks else None)
-        for b in ids
-    }
+    brokers = {b: st_brokers.get(b, {}).get("rack") or rack_for(racks, b) for b in ids}
     away = {
         b: [
             LogDirInfo(

@@ -16,6 +16,7 @@ from jbod_broker import wire
 from jbod_broker.storage.names import new_topic_id
 
 from ..models import BrokerCluster, Topic, kafka_topic_name
+from ..models.broker_cluster import rack_for
 from .assignment import BrokerInfo, DirUsage, assign_partitions, choose_log_dir
 from .conditions import set_condition
 from .topic_spec import Event, Refusal, accepted_configs, ready_status
@@ -52,8 +53,7 @@ class PartitionCreation:
 def broker_infos(bc: BrokerCluster, live: set[int]) -> list[BrokerInfo]:
     racks = bc.spec.racks or []
     return [
-        BrokerInfo(id=i, rack=racks[i % len(racks)] if racks else None, live=i in live)
-        for i in range(bc.spec.replicas)
+        BrokerInfo(id=i, rack=rack_for(racks, i), live=i in live) for i in range(bc.spec.replicas)
     ]
 
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from ...models.log_dir_move import FINAL_PHASES, MovePhase
+from ...models.log_dir_move import ENDED_PHASES, MovePhase
 from .common import CliError, positive_float, print_json, read_text
 from .follow import POLL_SECONDS, Watched, final_message, follow
 from .kubectl import Kubectl, add_kube_options, kubectl_from_args
@@ -44,7 +44,7 @@ def move_summary(
 LOG_DIR_MOVE = Watched(
     kind="LogDirMove",
     resource="logdirmoves.jbod.io",
-    final_phases=frozenset(FINAL_PHASES),
+    final_phases=frozenset(ENDED_PHASES),
     exit_codes={MovePhase.SUCCEEDED: 0},
     timeout_exit=1,
     first_phase=MovePhase.PENDING,

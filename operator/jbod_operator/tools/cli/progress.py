@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
+from ...models import log_dir_move, reassignment
 from ...models.common import human_bytes
-from ...models.log_dir_move import FINAL_PHASES, MovePhase, ReplicaState
-from ...models.reassignment import ENDED_PHASES, PartitionPhase, ReassignmentPhase
+from ...models.log_dir_move import MovePhase, ReplicaState
+from ...models.reassignment import PartitionPhase, ReassignmentPhase
 
 Formatter = Callable[[Mapping[str, Any] | None], str]
 
@@ -51,7 +52,10 @@ def format_progress(status: Mapping[str, Any] | None, width: int = 20) -> str:
     A status not written yet reads as Pending at 0%."""
     st = status or {}
     parts = format_bar(
-        st, final=st.get("phase") in FINAL_PHASES, default_phase=MovePhase.PENDING, width=width
+        st,
+        final=st.get("phase") in log_dir_move.ENDED_PHASES,
+        default_phase=MovePhase.PENDING,
+        width=width,
     )
     replicas = st.get("replicas") or []
     if replicas:
@@ -71,7 +75,7 @@ def format_reassignment_progress(status: Mapping[str, Any] | None, width: int = 
     st = status or {}
     parts = format_bar(
         st,
-        final=st.get("phase") in ENDED_PHASES,
+        final=st.get("phase") in reassignment.ENDED_PHASES,
         default_phase=ReassignmentPhase.PENDING,
         width=width,
     )

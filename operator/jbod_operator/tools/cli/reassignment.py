@@ -15,12 +15,12 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from jbod_broker import wire
 
@@ -262,6 +262,126 @@ def _validation_message(
     return f"{kind} {name} would be refused:\n  " + "\n  ".join(lines)
 
 
+@dataclass
+class _Sorted:
+    """Targets sorted into the two resources' entries, each with the file location it came
+    from (for a refusal's message), and what the user should know."""
+
+    moves: list[dict[str, Any]] = field(default_factory=list)
+    move_src: list[str] = field(default_factory=list)
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    part_src: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _as_moves(t: PartitionAssignment, cur: CurrentPartition, out: _Sorted) -> None:
+    """Same replicas in the same order: each replica with a named dir it is not in yet is a
+    LogDirMove move."""
+    dirs = t.log_dirs or tuple(wire.ANY_LOG_DIR for _ in t.replicas)
+    wanted = 0
+    for b, d, here in zip(t.replicas, dirs, cur.log_dirs, strict=True):
+        if d == wire.ANY_LOG_DIR:
+            continue
+        wanted += 1
+        if same_dir(d, here):
+            out.notes.append(f"{t.topic}-{t.partition} on broker {b} is already in {d}")
+            continue
+        out.moves.append({"brokerId": b, "topic": t.topic, "partition": t.partition, "logDir": d})
+        out.move_src.append(t.where)
+    if not wanted:
+        out.notes.append(f"{t.topic}-{t.partition}: unchanged (same replicas, no log_dirs)")
+
+
+def _as_partition(t: PartitionAssignment, cur: CurrentPartition, out: _Sorted) -> None:
+    """A new replica list (brokers or order): one PartitionReassignment entry."""
+    dirs = t.log_dirs or tuple(wire.ANY_LOG_DIR for _ in t.replicas)
+    entry: dict[str, Any] = {
+        "topic": t.topic,
+        "partition": t.partition,
+        "replicas": list(t.replicas),
+    }
+    if any(d != wire.ANY_LOG_DIR for d in dirs):
+        entry["logDirs"] = list(dirs)
+    if set(t.replicas) == set(cur.replicas):
+        out.notes.append(
+            f"{t.topic}-{t.partition}: same brokers in a new order (preferred leader "
+            f"{t.replicas[0]}): a PartitionReassignment"
+        )
+    out.parts.append(entry)
+    out.part_src.append(t.where)
+
+
+def _sort_targets(
+    targets: Sequence[PartitionAssignment],
+    current: Mapping[tuple[str, int], CurrentPartition],
+    *,
+    cluster: str,
+    broker_count: int | None,
+    current_source: str,
+) -> _Sorted:
+    out = _Sorted()
+    for t in targets:
+        cur = current.get(t.key)
+        if cur is None:
+            out.errors.append(f"{t.where}: {t.topic}-{t.partition} is not in {current_source}")
+            continue
+        bad = [b for b in t.replicas if broker_count is not None and b >= broker_count]
+        if bad:
+            assert broker_count is not None
+            out.errors.append(
+                f"{t.where}: broker {bad[0]} does not exist in cluster {cluster} "
+                f"(brokers 0-{broker_count - 1})"
+            )
+        elif t.replicas == cur.replicas:
+            _as_moves(t, cur, out)
+        else:
+            _as_partition(t, cur, out)
+    return out
+
+
+def _chunked(
+    kind: str,
+    entries: Sequence[dict[str, Any]],
+    sources: Sequence[str],
+    *,
+    cluster: str,
+    name: Callable[[int, int], str],
+    metadata: Callable[[str], dict[str, Any]],
+    throttle: int | None,
+) -> list[dict[str, Any]]:
+    """``entries`` as resources of ``kind`` of at most the kind's limit each, every one
+    validated by the kind's model (a refusal names the file location of the bad entry)."""
+    field_name, model = _KINDS[kind]
+    # Read at call time: the limits are module constants a test may lower.
+    limit = MAX_PARTITIONS if kind == "PartitionReassignment" else MAX_MOVES
+    n = -(-len(entries) // limit)
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        lo = i * limit
+        chunk = list(entries[lo : lo + limit])
+        spec: dict[str, Any] = {"clusterName": cluster, field_name: chunk}
+        if throttle is not None:
+            spec["throttleBytesPerSecond"] = throttle
+        nm = name(i, n)
+        try:
+            model.model_validate(spec)
+        except ValidationError as e:
+            src = dict(enumerate(sources[lo : lo + len(chunk)]))
+            raise CliError(_validation_message(kind, nm, e, src, field_name)) from None
+        out.append(
+            {"apiVersion": API_VERSION, "kind": kind, "metadata": metadata(nm), "spec": spec}
+        )
+    return out
+
+
+_KINDS: Mapping[str, tuple[str, type[BaseModel]]] = {
+    "PartitionReassignment": ("partitions", PartitionReassignmentSpec),
+    "LogDirMove": ("moves", LogDirMoveSpec),
+}
+"""Per kind: its list field and its spec's model."""
+
+
 def build_manifests(
     targets: Sequence[PartitionAssignment],
     current: Mapping[tuple[str, int], CurrentPartition],
@@ -283,63 +403,14 @@ def build_manifests(
     Plans larger than one resource may hold (:data:`MAX_MOVES` moves, or
     :data:`MAX_PARTITIONS` partitions) are split into numbered resources.
     Each manifest is validated with the resource's pydantic model before it is returned."""
-    errors: list[str] = []
-    notes: list[str] = []
-    moves: list[dict[str, Any]] = []
-    move_src: list[str] = []
-    parts: list[dict[str, Any]] = []
-    part_src: list[str] = []
-    for t in targets:
-        cur = current.get(t.key)
-        if cur is None:
-            errors.append(f"{t.where}: {t.topic}-{t.partition} is not in {current_source}")
-            continue
-        if broker_count is not None:
-            bad = [b for b in t.replicas if b >= broker_count]
-            if bad:
-                errors.append(
-                    f"{t.where}: broker {bad[0]} does not exist in cluster {cluster} "
-                    f"(brokers 0-{broker_count - 1})"
-                )
-                continue
-        dirs = t.log_dirs or tuple(wire.ANY_LOG_DIR for _ in t.replicas)
-        if t.replicas == cur.replicas:
-            wanted = 0
-            for b, d, here in zip(t.replicas, dirs, cur.log_dirs, strict=True):
-                if d == wire.ANY_LOG_DIR:
-                    continue
-                wanted += 1
-                if same_dir(d, here):
-                    notes.append(f"{t.topic}-{t.partition} on broker {b} is already in {d}")
-                    continue
-                moves.append(
-                    {"brokerId": b, "topic": t.topic, "partition": t.partition, "logDir": d}
-                )
-                move_src.append(t.where)
-            if not wanted:
-                notes.append(f"{t.topic}-{t.partition}: unchanged (same replicas, no log_dirs)")
-            continue
-        entry: dict[str, Any] = {
-            "topic": t.topic,
-            "partition": t.partition,
-            "replicas": list(t.replicas),
-        }
-        if any(d != wire.ANY_LOG_DIR for d in dirs):
-            entry["logDirs"] = list(dirs)
-        if set(t.replicas) == set(cur.replicas):
-            notes.append(
-                f"{t.topic}-{t.partition}: same brokers in a new order (preferred leader "
-                f"{t.replicas[0]}): a PartitionReassignment"
-            )
-        parts.append(entry)
-        part_src.append(t.where)
-    if errors:
-        raise problems(
-            f"{len(errors)} partition{'s' if len(errors) > 1 else ''} cannot be planned", errors
-        )
+    got = _sort_targets(
+        targets, current, cluster=cluster, broker_count=broker_count, current_source=current_source
+    )
+    if got.errors:
+        n = len(got.errors)
+        raise problems(f"{n} partition{'s' if n > 1 else ''} cannot be planned", got.errors)
     prefix = name_prefix or default_name_prefix(cluster, targets)
     check_name_prefix(prefix)
-    manifests: list[dict[str, Any]] = []
 
     def meta(name: str) -> dict[str, Any]:
         m: dict[str, Any] = {"name": name}
@@ -348,49 +419,30 @@ def build_manifests(
         m["labels"] = {"jbod.io/cluster": cluster[:63]}
         return m
 
-    def chunk_name(kind: str, i: int, n: int) -> str:
-        return f"{prefix}-{kind}" if n == 1 else f"{prefix}-{kind}-{i}"
+    def namer(kind: str) -> Callable[[int, int], str]:
+        return lambda i, n: f"{prefix}-{kind}" if n == 1 else f"{prefix}-{kind}-{i}"
 
-    n_pr = -(-len(parts) // MAX_PARTITIONS)
-    for i in range(n_pr):
-        lo = i * MAX_PARTITIONS
-        chunk = parts[lo : lo + MAX_PARTITIONS]
-        spec: dict[str, Any] = {"clusterName": cluster, "partitions": chunk}
-        if throttle is not None:
-            spec["throttleBytesPerSecond"] = throttle
-        name = chunk_name("brokers", i, n_pr)
-        try:
-            PartitionReassignmentSpec.model_validate(spec)
-        except ValidationError as e:
-            src = dict(enumerate(part_src[lo : lo + len(chunk)]))
-            raise CliError(
-                _validation_message("PartitionReassignment", name, e, src, "partitions")
-            ) from None
-        manifests.append(
-            {
-                "apiVersion": API_VERSION,
-                "kind": "PartitionReassignment",
-                "metadata": meta(name),
-                "spec": spec,
-            }
-        )
-    n_ldm = -(-len(moves) // MAX_MOVES)
-    for i in range(n_ldm):
-        lo = i * MAX_MOVES
-        chunk = moves[lo : lo + MAX_MOVES]
-        spec = {"clusterName": cluster, "moves": chunk}
-        if throttle is not None:
-            spec["throttleBytesPerSecond"] = throttle
-        name = chunk_name("dirs", i, n_ldm)
-        try:
-            LogDirMoveSpec.model_validate(spec)
-        except ValidationError as e:
-            src = dict(enumerate(move_src[lo : lo + len(chunk)]))
-            raise CliError(_validation_message("LogDirMove", name, e, src, "moves")) from None
-        manifests.append(
-            {"apiVersion": API_VERSION, "kind": "LogDirMove", "metadata": meta(name), "spec": spec}
-        )
-    return ManifestResult(manifests, notes)
+    manifests = [
+        *_chunked(
+            "PartitionReassignment",
+            got.parts,
+            got.part_src,
+            cluster=cluster,
+            name=namer("brokers"),
+            metadata=meta,
+            throttle=throttle,
+        ),
+        *_chunked(
+            "LogDirMove",
+            got.moves,
+            got.move_src,
+            cluster=cluster,
+            name=namer("dirs"),
+            metadata=meta,
+            throttle=throttle,
+        ),
+    ]
+    return ManifestResult(manifests, got.notes)
 
 
 def manifests_yaml(manifests: Sequence[Mapping[str, Any]]) -> str:
