@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,11 +217,12 @@ async def reconcile_topic(
             e.reason,
             str(e),
             t.metadata.generation,
+            now=time.time(),
         )
         failed = {**status, "observedGeneration": t.metadata.generation, "conditions": conditions}
         await kube.write_status(TOPICS, ns, t.metadata.name, _mine(status), _mine(failed))
         raise
-    new_status, events = topic_spec.ready_status(t, status, refusal)
+    new_status, events = topic_spec.ready_status(t, status, refusal, now=time.time())
     if refusal is None and not new_status.get("topicId"):
         # A Topic made before topic ids (its partitions all exist): it gets its id now, and
         # the controller's next pass hands it to the brokers with the rest of the state.
@@ -255,6 +257,7 @@ async def _create_partitions(
         "Creating",
         f"creating {len(new)} partitions",
         t.metadata.generation,
+        now=time.time(),
     )
     fresh["status"] = status = {
         **status,
