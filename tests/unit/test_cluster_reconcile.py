@@ -21,7 +21,7 @@ def cluster(dirs: tuple[str, ...] = ("a", "b"), replicas: int = 2, **spec: Any) 
         {
             "apiVersion": "jbod.io/v1alpha1",
             "kind": "BrokerCluster",
-            "metadata": {"name": "demo", "namespace": "ns", "generation": 4},
+            "metadata": {"name": "demo", "namespace": "ns", "uid": "u-1", "generation": 4},
             "spec": {
                 "replicas": replicas,
                 "logDirs": [{"name": n, "size": "1Gi"} for n in dirs],

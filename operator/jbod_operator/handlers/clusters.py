@@ -45,12 +45,13 @@ from ..settings import OperatorSettings
 from .context import Ctx, post_events
 
 log = logging.getLogger(__name__)
-RECREATED = (
+RECREATED: Event = (
     "Normal",
     "StatefulSetRecreated",
     "log dirs changed: StatefulSet deleted with orphaned pods and PVCs; it is "
     "created again with the new claim templates",
 )
+"""Posted by the act that recreates it (the decision says only that it is to be)."""
 
 
 class StatefulSetTerminating(Exception):
