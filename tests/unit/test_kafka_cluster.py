@@ -36,6 +36,8 @@ with warnings.catch_warnings():  # kafka-python 3.0's import warns on Python 3.1
     warnings.simplefilter("ignore", DeprecationWarning)
     import kafka.errors as kafka_errors
 
+NOW = 1_767_225_600.0
+"""The time a decision is made at (conditions' ``lastTransitionTime``): 2026-01-01."""
 SECRET = {"secretKeyRef": {"name": "kafka-admin", "key": "password"}}
 USER = {"secretKeyRef": {"name": "kafka-admin", "key": "username"}}
 
@@ -198,7 +200,7 @@ def test_a_healthy_cluster_is_ready_with_every_broker_and_dir() -> None:
     obs = KafkaObservation(
         "k:9092", CLUSTER, {i: dirs(i) for i in (1, 2, 3, 4)}, time="2026-01-01T00:00:00Z"
     )
-    status = decide_status(obs, None, 3)
+    status = decide_status(obs, None, 3, now=NOW)
     assert conditions(status) == {
         "Reachable": ("True", "Connected", "cluster abc answered via k:9092"),
         "Ready": ("True", "Ready", "4 brokers, 8 log dirs read"),
@@ -230,7 +232,7 @@ def test_a_healthy_cluster_is_ready_with_every_broker_and_dir() -> None:
 def test_fenced_broker_and_offline_dir_make_it_degraded_not_unready() -> None:
     cluster = ClusterDescription("abc", 1, (broker(1), broker(2, fenced=True)))
     obs = KafkaObservation("k:9092", cluster, {1: dirs(1, offline="KAFKA_STORAGE_ERROR")})
-    got = conditions(decide_status(obs, None, 1))
+    got = conditions(decide_status(obs, None, 1, now=NOW))
     assert got["Ready"][0] == "True"
     assert got["Degraded"] == (
         "True",
@@ -241,7 +243,7 @@ def test_fenced_broker_and_offline_dir_make_it_degraded_not_unready() -> None:
 
 def test_a_broker_whose_dirs_cannot_be_read_makes_it_unready() -> None:
     obs = KafkaObservation("k:9092", CLUSTER, {1: dirs(1), 2: "KafkaTimeoutError"})
-    status = decide_status(obs, None, 1)
+    status = decide_status(obs, None, 1, now=NOW)
     assert conditions(status)["Ready"] == (
         "False",
         "LogDirsUnreadable",
@@ -252,7 +254,9 @@ def test_a_broker_whose_dirs_cannot_be_read_makes_it_unready() -> None:
 
 def test_no_unfenced_broker_is_not_ready() -> None:
     cluster = ClusterDescription("abc", None, (broker(1, fenced=True),))
-    assert conditions(decide_status(KafkaObservation("k:9092", cluster), None, 1))["Ready"][:2] == (
+    assert conditions(decide_status(KafkaObservation("k:9092", cluster), None, 1, now=NOW))[
+        "Ready"
+    ][:2] == (
         "False",
         "NoBrokers",
     )
@@ -273,11 +277,12 @@ def test_a_failed_reading_says_why_and_keeps_what_was_seen(error: str, reason: s
         KafkaObservation("k:9092", CLUSTER, {i: dirs(i) for i in (1, 2, 3, 4)}, time="t0"),
         None,
         1,
+        now=NOW,
     )
     obs = KafkaObservation(
         "bad:9092", cluster_error=error, cluster_message="Unable to bootstrap", time="t1"
     )
-    status = decide_status(obs, seen, 2)
+    status = decide_status(obs, seen, 2, now=NOW)
     got = conditions(status)
     message = f"DescribeCluster via bad:9092 failed with {error}: Unable to bootstrap"
     assert got["Reachable"] == ("False", reason, message)
@@ -294,19 +299,19 @@ def test_a_failed_reading_says_why_and_keeps_what_was_seen(error: str, reason: s
 
 def test_missing_credentials_are_their_own_reason() -> None:
     obs = KafkaObservation("k:9092", credentials_error="Secret ns/kafka-admin not found")
-    got = conditions(decide_status(obs, None, 1))
+    got = conditions(decide_status(obs, None, 1, now=NOW))
     assert got["Ready"] == ("False", "CredentialsMissing", "Secret ns/kafka-admin not found")
     assert got["Reachable"][1] == "CredentialsMissing"
 
 
 def test_an_unchanged_reading_keeps_the_transition_times() -> None:
     obs = KafkaObservation("k:9092", CLUSTER, {i: dirs(i) for i in (1, 2, 3, 4)})
-    first = decide_status(obs, None, 1)
+    first = decide_status(obs, None, 1, now=NOW)
     stamped = [
         c.model_copy(update={"last_transition_time": "2020-01-01T00:00:00Z"})
         for c in first.conditions
     ]
-    again = decide_status(obs, first.model_copy(update={"conditions": stamped}), 1)
+    again = decide_status(obs, first.model_copy(update={"conditions": stamped}), 1, now=NOW)
     assert [c.last_transition_time for c in again.conditions] == ["2020-01-01T00:00:00Z"] * 3
 
 

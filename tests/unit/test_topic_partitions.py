@@ -18,6 +18,9 @@ from jbod_operator.plan.topic_partitions import (
 )
 from jbod_operator.plan.topic_spec import Refusal
 
+NOW = 1_780_000_000.0
+"""A fixed observation time: plan/ reads no clock."""
+
 
 def topic(partitions: int = 3, rf: int = 2, **spec: Any) -> Topic:
     return Topic.model_validate(
@@ -123,7 +126,7 @@ def test_a_partition_decrease_is_refused() -> None:
 
 def test_the_creation_is_the_whole_state_of_record() -> None:
     t = topic(2, configs={"retention.ms": "1000"})
-    c = plan_creation(t, cluster(), describes([0, 1, 2]), {})
+    c = plan_creation(t, cluster(), describes([0, 1, 2]), {}, now=NOW)
     assert c.new == {0, 1} and c.live == (0, 1, 2) and c.topic == "orders" and c.refusal is None
     assert [s["partition"] for s in c.status["partitions"]] == [0, 1]
     assert c.status["topicName"] == "orders" and c.status["topicId"]
@@ -132,7 +135,7 @@ def test_the_creation_is_the_whole_state_of_record() -> None:
     assert (ready["status"], ready["reason"]) == ("False", "Creating")
     assert ready["observedGeneration"] == 4
     # Partitions added later keep the topic id and the partitions there are.
-    more = plan_creation(topic(3), cluster(), describes([0, 1, 2]), c.status)
+    more = plan_creation(topic(3), cluster(), describes([0, 1, 2]), c.status, now=NOW)
     assert more.new == {2} and more.status["topicId"] == c.status["topicId"]
     assert more.status["partitions"][:2] == c.status["partitions"]
 
@@ -140,15 +143,15 @@ def test_the_creation_is_the_whole_state_of_record() -> None:
 def test_a_refused_or_complete_topic_creates_nothing() -> None:
     stored = {"partitions": [{"partition": 0, "replicas": [{"brokerId": 0}]}], "topicId": "x"}
     no = Refusal("DuplicateTopicName", "taken")
-    assert plan_creation(topic(2), cluster(), describes([]), stored, no).new == frozenset()
-    assert plan_creation(topic(2), cluster(), describes([]), stored, no).refusal == no
-    done = plan_creation(topic(1), cluster(), describes([]), stored)
+    assert plan_creation(topic(2), cluster(), describes([]), stored, no, now=NOW).new == frozenset()
+    assert plan_creation(topic(2), cluster(), describes([]), stored, no, now=NOW).refusal == no
+    done = plan_creation(topic(1), cluster(), describes([]), stored, now=NOW)
     assert done.new == frozenset() and done.status == stored
 
 
 def test_a_topic_from_before_topic_ids_gets_one_at_the_end_of_its_pass() -> None:
     stored = {"partitions": [{"partition": 0, "replicas": [{"brokerId": 0}], "leader": 0}]}
-    status, events = pass_status(topic(1), stored, None)
+    status, events = pass_status(topic(1), stored, None, now=NOW)
     assert status["topicId"] and events == []
-    refused, _ = pass_status(topic(1), stored, Refusal("InvalidConfig", "bad"))
+    refused, _ = pass_status(topic(1), stored, Refusal("InvalidConfig", "bad"), now=NOW)
     assert "topicId" not in refused

@@ -12,6 +12,9 @@ from jbod_operator.models import PartitionReassignmentSpec, Topic
 from jbod_operator.plan import topic_spec
 from jbod_operator.plan.topic_spec import Refusal, check_topic
 
+NOW = 1_767_225_600.0
+"""The time a decision is made at (conditions' ``lastTransitionTime``): 2026-01-01."""
+
 
 def topic(
     name: str,
@@ -196,7 +199,7 @@ def test_a_refusal_is_the_ready_condition_and_one_event() -> None:
     t = topic("t", configs={"retention.ms": "-5"})
     refusal = check_topic(t, [])
     assert refusal is not None
-    status, events = topic_spec.ready_status(t, {}, refusal)
+    status, events = topic_spec.ready_status(t, {}, refusal, now=NOW)
     (ready,) = status["conditions"]
     assert ready["type"] == "Ready" and ready["status"] == "False"
     assert ready["reason"] == "InvalidConfig" and ready["message"] == refusal.message
@@ -205,13 +208,13 @@ def test_a_refusal_is_the_ready_condition_and_one_event() -> None:
     assert "configs" not in status and "topicName" not in status
     assert events == [("Warning", "InvalidConfig", refusal.message)]
     # The next periodic pass finds the same refusal: same status, no second Event.
-    again, events = topic_spec.ready_status(t, status, refusal)
+    again, events = topic_spec.ready_status(t, status, refusal, now=NOW)
     assert again == status and events == []
 
 
 def test_an_accepted_topic_records_its_name_and_configs() -> None:
     t = topic("t", topicName="k", minInsyncReplicas=2)
-    status, events = topic_spec.ready_status(t, {"configs": {"stale": "1"}}, None)
+    status, events = topic_spec.ready_status(t, {"configs": {"stale": "1"}}, None, now=NOW)
     assert status["topicName"] == "k"
     assert status["configs"] == {"min.insync.replicas": "2"}
     assert status["conditions"][0]["reason"] == "Reconciled" and events == []

@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -31,9 +31,16 @@ from ..clients.kube import BROKER_CLUSTERS, KAFKA_CLUSTERS, REBALANCES, ApiError
 from ..models import BrokerCluster
 from ..models.kafka_cluster import KafkaCluster
 from ..plan import balance_objects
-from ..plan.balance_trigger import History, TriggerConfig, decide, metric_history_rows
-from ..plan.conditions import now_iso
+from ..plan.balance_trigger import (
+    Decision,
+    History,
+    TriggerConfig,
+    decide,
+    metric_history_rows,
+)
+from ..plan.conditions import iso
 from ..plan.execution import ClusterUnusable
+from ..plan.topic_spec import Event
 from .context import Ctx, post_events
 from .executors import snapshots_of
 
@@ -107,81 +114,84 @@ async def sample_and_decide(ctx: Ctx, body: dict[str, Any], now: float | None = 
     )
     balance = bc.spec.balance
     ns = bc.metadata.namespace or "default"
-    name = bc.metadata.name
-    det = detector_for(ctx, ns, name)
+    det = detector_for(ctx, ns, bc.metadata.name)
     if balance is None or not balance.enabled:
         det.reset()
         return
     det.history.resize(balance.history_samples)
-    status_balance: dict[str, Any] = dict((body.get("status") or {}).get("balance") or {})
-    source = await snapshots_of(ctx, ns, name)
-    try:
-        if await source.record() is None:
-            return
-        snap = await source.snapshot(now_iso())
-    except ClusterUnusable as why:
-        # Not sampled: a hole in the history, which no window spans (balance_trigger).
-        log.info("balance sample skipped", extra={"cluster": name, "reason": why.message})
+    taken = await _sample(ctx, det, ns, bc.metadata.name, now)
+    if taken is None:
         return
-    taken = time.time() if now is None else now
-    if len(det.history) and taken <= det.history.samples()[-1].time:
-        return  # the wall clock stepped back: wait for it rather than reorder the history
-    det.history.add(balance_objects.sample_from_snapshot(taken, snap))
+    status_balance: dict[str, Any] = dict((body.get("status") or {}).get("balance") or {})
     cfg = TriggerConfig.from_spec(balance, slack_s=ctx.settings.broker_timeout_seconds)
-    views = [balance_objects.rebalance_view(r) for r in await _rebalances(ctx, ns, name)]
     decision = decide(
         det.history.samples(),
         cfg,
         taken,
         balance_objects.known_from_status(status_balance),
-        views,
+        [balance_objects.rebalance_view(r) for r in await _rebalances(ctx, ns, bc.metadata.name)],
         balance_objects.last_triggered_at(status_balance),
     )
-    last = status_balance.get("lastTriggered")
-    known = decision.known
-    events: list[tuple[str, str, str]] = []
-    create = decision.create
-    if create is not None:
-        manifest = balance_objects.build_rebalance(bc, create, taken)
-        rb_name = manifest["metadata"]["name"]
-        try:
-            await ctx.kube.create(REBALANCES, ns, manifest)
-        except ApiError as e:
-            if e.status != 409:  # 409: this very decision, made before a crash
-                log.warning(
-                    "could not create a Rebalance",
-                    extra={"cluster": name, "rebalance": rb_name, "error": str(e)},
-                )
-                decision = replace(
-                    decision, create=None, message=f"could not create Rebalance {rb_name}: {e}"
-                )
-                create = None
-        if create is not None:
-            last = balance_objects.triggered_record(manifest, create, taken)
-            known = create.known_after
-            # It runs from now, and the cooldown counts from it.
-            decision = replace(decision, active=rb_name, cooldown_until=taken + cfg.cooldown_s)
-            events.append(
-                (
-                    "Normal",
-                    "RebalanceCreated",
-                    f"created Rebalance {rb_name} ({create.mode.value}, trigger "
-                    f"{create.trigger.value}{', auto-approved' if balance.auto_approve else ''})"
-                    f": {create.reason}",
-                )
-            )
-            log.info(
-                "Rebalance created by continuous detection",
-                extra={"cluster": name, "rebalance": rb_name, "reason": create.reason},
-            )
+    decision, last, events = await _create(ctx, bc, decision, cfg, taken)
     new_status = balance_objects.balance_status(
-        replace(decision, known=known),
+        decision,
         samples=len(det.history),
         last_sample_time=taken,
-        last_triggered=last,
+        last_triggered=last or status_balance.get("lastTriggered"),
     )
-    await _patch_status(ctx, kafka, ns, name, {"balance": new_status})
+    await _patch_status(ctx, kafka, ns, bc.metadata.name, {"balance": new_status})
     post_events(body, events)
+
+
+async def _sample(ctx: Ctx, det: Detector, ns: str, name: str, now: float | None) -> float | None:
+    """Add a sample of the cluster to ``det``'s history; its time, or None when none was
+    taken (the cluster cannot be read now, or the wall clock stepped back)."""
+    source = await snapshots_of(ctx, ns, name)
+    try:
+        if await source.record() is None:
+            return None
+        snap = await source.snapshot(iso(time.time()))
+    except ClusterUnusable as why:
+        # Not sampled: a hole in the history, which no window spans (balance_trigger).
+        log.info("balance sample skipped", extra={"cluster": name, "reason": why.message})
+        return None
+    taken = time.time() if now is None else now
+    if len(det.history) and taken <= det.history.samples()[-1].time:
+        return None  # the wall clock stepped back: wait for it rather than reorder the history
+    det.history.add(balance_objects.sample_from_snapshot(taken, snap))
+    return taken
+
+
+async def _create(
+    ctx: Ctx,
+    bc: BrokerCluster | KafkaCluster,
+    decision: Decision,
+    cfg: TriggerConfig,
+    taken: float,
+) -> tuple[Decision, dict[str, Any] | None, list[Event]]:
+    """Create the Rebalance ``decision`` asks for, if any: the decision the status reports,
+    the new ``lastTriggered`` (None: unchanged) and the Events."""
+    if decision.create is None:
+        return decision, None, []
+    name = bc.metadata.name
+    manifest = balance_objects.build_rebalance(bc, decision.create, taken)
+    rb_name = manifest["metadata"]["name"]
+    try:
+        await ctx.kube.create(REBALANCES, bc.metadata.namespace or "default", manifest)
+    except ApiError as e:
+        if e.status != 409:  # 409: this very decision, made before a crash
+            log.warning(
+                "could not create a Rebalance",
+                extra={"cluster": name, "rebalance": rb_name, "error": str(e)},
+            )
+            return balance_objects.after_refused(decision, rb_name, str(e)), None, []
+    auto = bool(bc.spec.balance and bc.spec.balance.auto_approve)
+    done = balance_objects.after_created(decision, manifest, taken, cfg.cooldown_s, auto)
+    log.info(
+        "Rebalance created by continuous detection",
+        extra={"cluster": name, "rebalance": rb_name, "reason": decision.create.reason},
+    )
+    return done.decision, done.last_triggered, [done.event]
 
 
 OFF = "continuous detection is off (spec.balance.enabled)"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import time
 from typing import Any
 
 import kopf
@@ -24,7 +25,7 @@ from pydantic import ValidationError
 from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError, KafkaConnection
 from ..clients.kube import KAFKA_CLUSTERS, SECRETS, KubeClient
 from ..models.kafka_cluster import FromSecret, KafkaCluster, KafkaClusterSpec
-from ..plan.conditions import now_iso
+from ..plan.conditions import iso
 from ..plan.kafka_cluster import KafkaObservation, decide_status
 from ..plan.kafka_types import BrokerLogDirs
 from .context import Ctx, unless_stopped
@@ -96,7 +97,9 @@ async def observe(ctx: Ctx, key: tuple[str, str], spec: KafkaClusterSpec) -> Kaf
         conn = await connection_for(ctx.kube, key[0], spec)
     except CredentialsMissing as exc:
         await forget_admin(ctx, key)
-        return KafkaObservation(bootstrap=bootstrap, credentials_error=str(exc), time=now_iso())
+        return KafkaObservation(
+            bootstrap=bootstrap, credentials_error=str(exc), time=iso(time.time())
+        )
     admin = await admin_for(ctx, key, conn)
     try:
         cluster = await admin.describe_cluster()
@@ -107,7 +110,7 @@ async def observe(ctx: Ctx, key: tuple[str, str], spec: KafkaClusterSpec) -> Kaf
             bootstrap=bootstrap,
             cluster_error=exc.error,
             cluster_message=exc.message,
-            time=now_iso(),
+            time=iso(time.time()),
         )
     dirs: dict[int, BrokerLogDirs | str] = {}
     for broker in cluster.brokers:
@@ -118,7 +121,9 @@ async def observe(ctx: Ctx, key: tuple[str, str], spec: KafkaClusterSpec) -> Kaf
             dirs[broker.broker_id] = read
         except KafkaAdminError as exc:
             dirs[broker.broker_id] = exc.error
-    return KafkaObservation(bootstrap=bootstrap, cluster=cluster, log_dirs=dirs, time=now_iso())
+    return KafkaObservation(
+        bootstrap=bootstrap, cluster=cluster, log_dirs=dirs, time=iso(time.time())
+    )
 
 
 async def refresh(ctx: Ctx, body: kopf.Body) -> None:
@@ -136,7 +141,7 @@ async def refresh(ctx: Ctx, body: kopf.Body) -> None:
             log.error("KafkaCluster %s/%s does not parse: %s", ns, name, exc)
             return
         obs = await observe(ctx, (ns, name), kc.spec)
-        status = decide_status(obs, kc.status, kc.metadata.generation)
+        status = decide_status(obs, kc.status, kc.metadata.generation, now=time.time())
         # status.balance is continuous detection's (handlers.balance): a refresh that read
         # the object before a sample must not put an older one back, nor remove it.
         before = {k: v for k, v in (fresh.get("status") or {}).items() if k != "balance"}

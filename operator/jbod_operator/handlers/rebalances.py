@@ -39,7 +39,7 @@ from ..models.plan_report import PlanReport
 from ..models.rebalance import CHILD_LABEL, COMMAND_ANNOTATION, RebalancePhase
 from ..plan import proposal_configmap
 from ..plan import rebalance as rp
-from ..plan.conditions import now_iso
+from ..plan.conditions import iso
 from ..plan.execution import ClusterRecord, ClusterSnapshots, ClusterUnusable
 from .balance import metric_history
 from .context import Ctx, post_events, unless_stopped
@@ -123,7 +123,7 @@ async def observe(
     seen.record = rec = await cluster.record()
     if rec is None:
         return rp.Observation(rb=rb, now=time.time(), cluster=None), seen
-    snap = await cluster.snapshot(now_iso()) if phase is None else None
+    snap = await cluster.snapshot(iso(time.time())) if phase is None else None
     obs: dict[str, Any] = {
         "cluster": rp.cluster_view(rec.size, rec.dir_names, snap),
         "fingerprint": rec.fingerprint,
@@ -169,7 +169,7 @@ async def observe(
         planned = obs.get("planned", ())
         if st is not None and st.wave >= obs.get("waves", 0) and rp.all_done(planned, kids):
             # The end state, measured now: never the planned figures.
-            fresh = await cluster.snapshot(now_iso())
+            fresh = await cluster.snapshot(iso(time.time()))
             obs["measured"] = rp.measure(rp.disk_uses(fresh, rb))
             obs["left_behind"] = tuple(rp.left_behind(rb, rec.held, fresh))
     return rp.Observation(rb=rb, now=time.time(), **obs), seen
@@ -187,7 +187,7 @@ async def _read_proposal(
     except (KeyError, ValueError, ValidationError) as e:
         log.warning("unreadable job outputs", extra={"name": rb.metadata.name, "error": str(e)})
         return None, 0
-    snap = await cluster.snapshot(now_iso())
+    snap = await cluster.snapshot(iso(time.time()))
     seen.waves_doc = rp.waves_document(
         rp.planned_moves(snap, kafka), snap, rb.spec.capacity_threshold_percent / 100.0
     )
@@ -226,7 +226,7 @@ class _Acts:
                 await self._cancel(a)
 
     async def _start(self, a: rp.StartPlanning) -> None:
-        snap = await self.cluster.snapshot(now_iso())
+        snap = await self.cluster.snapshot(iso(time.time()))
         await self.launcher.start(
             job_ref(self.rb, a.job),
             snap.model_dump_json(by_alias=True).encode(),

@@ -12,6 +12,7 @@ idempotent: a second run with nothing new writes nothing.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,11 +94,15 @@ async def reconcile_topic(
             else await _created(kube, pool, ctrl, t, stored)
         )
     except TopicNotReady as e:
-        await _write(kube, t, stored, topic_partitions.not_ready_status(t, stored, e))
+        await _write(
+            kube, t, stored, topic_partitions.not_ready_status(t, stored, e, now=time.time())
+        )
         raise
     if creation is None:
         return TopicOutcome(stored)  # the Topic is gone
-    status, events = topic_partitions.pass_status(t, creation.status, creation.refusal)
+    status, events = topic_partitions.pass_status(
+        t, creation.status, creation.refusal, now=time.time()
+    )
     # ``creation.status`` is what is stored now (the body's, or what was read or written
     # under the controller's lock).
     await _write(kube, t, creation.status, status)
@@ -116,10 +121,10 @@ async def _created(
     describes = await pool.describe(ns, bc.metadata.name, list(range(bc.spec.replicas)))
 
     async def decide(fresh: dict[str, Any]) -> PartitionCreation:
-        now = Topic.model_validate(fresh)
-        refusal = topic_spec.check_topic(now, await _other_topics(kube, t))
+        again = Topic.model_validate(fresh)
+        refusal = topic_spec.check_topic(again, await _other_topics(kube, t))
         return topic_partitions.plan_creation(
-            now, bc, describes, fresh.get("status") or {}, refusal
+            again, bc, describes, fresh.get("status") or {}, refusal, now=time.time()
         )
 
     return await ctrl.create_partitions(t.metadata.name, decide)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..models import BrokerCluster
@@ -30,6 +31,7 @@ from .balance_trigger import (
 )
 from .builders import owner_reference
 from .conditions import iso, parse_iso
+from .topic_spec import Event
 
 MAX_NAME = 63
 """A created Rebalance's name fits a label value (its children are labelled with it)."""
@@ -192,3 +194,39 @@ def triggered_record(manifest: Mapping[str, Any], create: Create, now: float) ->
     if create.brokers:
         out["brokers"] = list(create.brokers)
     return out
+
+
+@dataclass(frozen=True)
+class Created:
+    """A round whose Rebalance was created: the decision the status reports, the
+    ``lastTriggered`` record and the Event."""
+
+    decision: Decision
+    last_triggered: dict[str, Any]
+    event: Event
+
+
+def after_created(
+    decision: Decision, manifest: Mapping[str, Any], now: float, cooldown_s: float, auto: bool
+) -> Created:
+    """``decision`` once its Rebalance (``manifest``) exists: what it adds is accounted for,
+    it is the active Rebalance from now, and the cooldown counts from it. ``auto``: the
+    Rebalance was created auto-approved."""
+    create = decision.create
+    assert create is not None, "only a decision to create creates"
+    name = manifest["metadata"]["name"]
+    message = (
+        f"created Rebalance {name} ({create.mode.value}, trigger "
+        f"{create.trigger.value}{', auto-approved' if auto else ''}): {create.reason}"
+    )
+    return Created(
+        replace(decision, known=create.known_after, active=name, cooldown_until=now + cooldown_s),
+        triggered_record(manifest, create, now),
+        ("Normal", "RebalanceCreated", message),
+    )
+
+
+def after_refused(decision: Decision, name: str, error: str) -> Decision:
+    """``decision`` when the API server refused its Rebalance ``name``: nothing was created,
+    and the status says why (the next round decides again)."""
+    return replace(decision, create=None, message=f"could not create Rebalance {name}: {error}")

@@ -297,37 +297,24 @@ def _fmt(pp: float) -> str:
     return f"{pp:.1f} pp"
 
 
-def decide(
-    samples: Sequence[Sample],
-    cfg: TriggerConfig,
-    now: float,
-    known: Known | None,
-    rebalances: Sequence[RebalanceView] = (),
-    last_triggered_at: float | None = None,
-) -> Decision:
-    """Whether to create a Rebalance now (``Decision.create``), and what the status says."""
-    active = next((r for r in rebalances if not r.finished), None)
-    active_name = active.name if active is not None else None
-    until = cooldown_until(cfg, rebalances, last_triggered_at)
-    if not samples:
-        return Decision(None, known, None, None, until, active_name, "no sample yet")
-    latest = samples[-1]
-    sp = latest.spread
-    skewed_since = held_since(
-        samples,
-        lambda s: s.problem is None and s.spread.worst_pp > cfg.threshold_pp + EPSILON_PP,
-        cfg.max_gap_s,
-    )
+@dataclass(frozen=True, slots=True)
+class _Accounted:
+    """``Known`` brought up to the newest sample, and what is added beyond it."""
 
-    def decision(create: Create | None, known_: Known | None, message: str, **kw: bool) -> Decision:
-        return Decision(create, known_, sp, skewed_since, until, active_name, message, **kw)
+    known: Known
+    added_brokers: frozenset[int]
+    added_dirs: frozenset[str]
+    absorbed: bool
+    """An added broker or dir was accounted for at once (its trigger is not enabled)."""
 
+
+def _account(known: Known | None, latest: Sample, cfg: TriggerConfig) -> _Accounted:
+    """What is accounted for after ``latest``: everything, the first time (``known`` None;
+    the caller waits for a sample without a problem); brokers scaled away and dirs removed are
+    forgotten (a later one is added anew); an addition whose trigger is off is absorbed."""
     if known is None:
-        if latest.problem is not None:
-            return decision(None, None, f"waiting for every broker and dir: {latest.problem}")
         known = Known(latest.expected_brokers, latest.dirs_on_every_broker)
     elif latest.problem is None:
-        # Brokers scaled away and dirs removed are forgotten (a later one is added anew).
         present = frozenset(d.log_dir for d in latest.disks)
         known = Known(known.brokers & latest.expected_brokers, known.log_dirs & present)
     added_brokers = latest.expected_brokers - known.brokers
@@ -339,90 +326,167 @@ def decide(
     if added_dirs and BalanceTrigger.DISK_ADDED not in cfg.triggers:
         known = replace(known, log_dirs=known.log_dirs | added_dirs)
         added_dirs, absorbed = frozenset(), True
+    return _Accounted(known, added_brokers, added_dirs, absorbed)
 
-    # What would be created, before the gates.
-    want: Create | None = None
-    waiting: list[str] = []
-    if added_brokers:
-        since = held_since(
-            samples, lambda s: s.problem is None and added_brokers <= s.answered, cfg.max_gap_s
-        )
-        ids = tuple(sorted(added_brokers))
-        if sustained(since, latest.time, cfg.window_s):
-            want = Create(
-                BalanceTrigger.BROKER_ADDED,
-                RebalanceMode.ADD_BROKERS,
-                ids,
-                f"broker {', '.join(map(str, ids))} added",
-                replace(known, brokers=known.brokers | added_brokers),
-            )
-        else:
-            waiting.append(f"broker {', '.join(map(str, ids))} added: waiting for the window")
-    if want is None and added_dirs:
-        since = held_since(
-            samples,
-            lambda s: s.problem is None and added_dirs <= s.dirs_on_every_broker,
-            cfg.max_gap_s,
-        )
-        names = ", ".join(sorted(added_dirs))
-        if sustained(since, latest.time, cfg.window_s):
-            want = Create(
-                BalanceTrigger.DISK_ADDED,
-                RebalanceMode.DIRS_ONLY,
-                (),
-                f"log dir {names} added",
-                replace(known, log_dirs=known.log_dirs | added_dirs),
-            )
-        else:
-            waiting.append(f"log dir {names} added: waiting for the window")
-    if want is None and BalanceTrigger.DISK_IMBALANCE in cfg.triggers:
-        if sustained(skewed_since, latest.time, cfg.window_s):
-            across = sp.broker_pp > cfg.threshold_pp + EPSILON_PP
-            want = Create(
-                BalanceTrigger.DISK_IMBALANCE,
-                RebalanceMode.FULL if across else RebalanceMode.DIRS_ONLY,
-                (),
-                (
-                    f"brokers {_fmt(sp.broker_pp)} apart"
-                    if across
-                    else f"disks of broker {sp.worst_broker} {_fmt(sp.disk_pp)} apart"
-                )
-                + f" (threshold {_fmt(cfg.threshold_pp)}) for {cfg.window_s:g} s",
-                known,
-            )
-        elif skewed_since is not None:
+
+def _broker_added(
+    samples: Sequence[Sample], cfg: TriggerConfig, acc: _Accounted, waiting: list[str]
+) -> Create | None:
+    """``add-brokers`` for the added brokers once they answered for the whole window."""
+    added = acc.added_brokers
+    if not added:
+        return None
+    latest = samples[-1]
+    since = held_since(samples, lambda s: s.problem is None and added <= s.answered, cfg.max_gap_s)
+    ids = tuple(sorted(added))
+    if not sustained(since, latest.time, cfg.window_s):
+        waiting.append(f"broker {', '.join(map(str, ids))} added: waiting for the window")
+        return None
+    return Create(
+        BalanceTrigger.BROKER_ADDED,
+        RebalanceMode.ADD_BROKERS,
+        ids,
+        f"broker {', '.join(map(str, ids))} added",
+        replace(acc.known, brokers=acc.known.brokers | added),
+    )
+
+
+def _dir_added(
+    samples: Sequence[Sample], cfg: TriggerConfig, acc: _Accounted, waiting: list[str]
+) -> Create | None:
+    """``dirs-only`` for the added dir names once every broker had them for the window."""
+    added = acc.added_dirs
+    if not added:
+        return None
+    since = held_since(
+        samples,
+        lambda s: s.problem is None and added <= s.dirs_on_every_broker,
+        cfg.max_gap_s,
+    )
+    names = ", ".join(sorted(added))
+    if not sustained(since, samples[-1].time, cfg.window_s):
+        waiting.append(f"log dir {names} added: waiting for the window")
+        return None
+    return Create(
+        BalanceTrigger.DISK_ADDED,
+        RebalanceMode.DIRS_ONLY,
+        (),
+        f"log dir {names} added",
+        replace(acc.known, log_dirs=acc.known.log_dirs | added),
+    )
+
+
+def _imbalance(
+    latest: Sample,
+    cfg: TriggerConfig,
+    known: Known,
+    skewed_since: float | None,
+    waiting: list[str],
+) -> Create | None:
+    """``dirs-only`` (``full`` when the brokers themselves are apart) once the disks have been
+    skewed for the whole window."""
+    sp = latest.spread
+    if not sustained(skewed_since, latest.time, cfg.window_s):
+        if skewed_since is not None:
             left = skewed_since + cfg.window_s - latest.time
             waiting.append(
                 f"spread {_fmt(sp.worst_pp)} over {_fmt(cfg.threshold_pp)}: "
                 f"{math.ceil(left)} s of the window left"
             )
+        return None
+    across = sp.broker_pp > cfg.threshold_pp + EPSILON_PP
+    return Create(
+        BalanceTrigger.DISK_IMBALANCE,
+        RebalanceMode.FULL if across else RebalanceMode.DIRS_ONLY,
+        (),
+        (
+            f"brokers {_fmt(sp.broker_pp)} apart"
+            if across
+            else f"disks of broker {sp.worst_broker} {_fmt(sp.disk_pp)} apart"
+        )
+        + f" (threshold {_fmt(cfg.threshold_pp)}) for {cfg.window_s:g} s",
+        known,
+    )
 
-    # The gates.
-    if now - latest.time > cfg.max_gap_s:
-        return decision(None, known, "no recent sample", absorbed=absorbed)
-    if latest.problem is not None:
-        return decision(None, known, f"not triggering: {latest.problem}", absorbed=absorbed)
+
+def _wanted(
+    samples: Sequence[Sample], cfg: TriggerConfig, acc: _Accounted, skewed_since: float | None
+) -> tuple[Create | None, list[str]]:
+    """What would be created before the gates (the triggers in their order), and what the
+    triggers that do not hold yet are waiting for."""
+    waiting: list[str] = []
+    want = _broker_added(samples, cfg, acc, waiting)
     if want is None:
-        msg = (
+        want = _dir_added(samples, cfg, acc, waiting)
+    if want is None and BalanceTrigger.DISK_IMBALANCE in cfg.triggers:
+        want = _imbalance(samples[-1], cfg, acc.known, skewed_since, waiting)
+    return want, waiting
+
+
+def _held_back(
+    want: Create | None,
+    waiting: list[str],
+    latest: Sample,
+    cfg: TriggerConfig,
+    now: float,
+    active: RebalanceView | None,
+    until: float | None,
+) -> str | None:
+    """The gates: why nothing is created now (None: ``want`` is)."""
+    if now - latest.time > cfg.max_gap_s:
+        return "no recent sample"
+    if latest.problem is not None:
+        return f"not triggering: {latest.problem}"
+    if want is None:
+        sp = latest.spread
+        return (
             "; ".join(waiting) or f"spread {_fmt(sp.worst_pp)}, threshold {_fmt(cfg.threshold_pp)}"
         )
-        return decision(None, known, msg, absorbed=absorbed)
     if active is not None:
-        return decision(
-            None,
-            known,
+        return (
             f"{want.reason}: waiting for Rebalance {active.name} ({active.phase or 'new'}) "
-            "to finish",
-            absorbed=absorbed,
+            "to finish"
         )
     if until is not None and now < until:
-        return decision(
-            None,
-            known,
-            f"{want.reason}: cooling down for {math.ceil(until - now)} s",
-            absorbed=absorbed,
+        return f"{want.reason}: cooling down for {math.ceil(until - now)} s"
+    return None
+
+
+def decide(
+    samples: Sequence[Sample],
+    cfg: TriggerConfig,
+    now: float,
+    known: Known | None,
+    rebalances: Sequence[RebalanceView] = (),
+    last_triggered_at: float | None = None,
+) -> Decision:
+    """Whether to create a Rebalance now (``Decision.create``), and what the status says:
+    account for the newest sample, find what a trigger wants, then pass it through the gates."""
+    active = next((r for r in rebalances if not r.finished), None)
+    active_name = active.name if active is not None else None
+    until = cooldown_until(cfg, rebalances, last_triggered_at)
+    if not samples:
+        return Decision(None, known, None, None, until, active_name, "no sample yet")
+    latest = samples[-1]
+    skewed_since = held_since(
+        samples,
+        lambda s: s.problem is None and s.spread.worst_pp > cfg.threshold_pp + EPSILON_PP,
+        cfg.max_gap_s,
+    )
+
+    def decision(create: Create | None, known_: Known | None, message: str, **kw: bool) -> Decision:
+        return Decision(
+            create, known_, latest.spread, skewed_since, until, active_name, message, **kw
         )
-    return decision(want, known, f"creating a {want.mode.value} Rebalance: {want.reason}")
+
+    if known is None and latest.problem is not None:
+        return decision(None, None, f"waiting for every broker and dir: {latest.problem}")
+    acc = _account(known, latest, cfg)
+    want, waiting = _wanted(samples, cfg, acc, skewed_since)
+    why = _held_back(want, waiting, latest, cfg, now, active, until)
+    if why is not None or want is None:
+        return decision(None, acc.known, why or "", absorbed=acc.absorbed)
+    return decision(want, acc.known, f"creating a {want.mode.value} Rebalance: {want.reason}")
 
 
 # -- the Spark job's metric history -----------------------------------------------------------

@@ -1,7 +1,9 @@
 """Status conditions as the Kubernetes API conventions want them. Pure.
 
 ``lastTransitionTime`` changes only when ``status`` changes, so re-running a reconcile that
-finds nothing new writes an identical status (and the API server records no change).
+finds nothing new writes an identical status (and the API server records no change). The
+caller gives the time (``now``, epoch seconds): this package reads no clock, so a decision is
+a function of what was observed and can be tested at any instant.
 """
 
 from __future__ import annotations
@@ -22,10 +24,6 @@ def parse_iso(ts: str | None, default: float) -> float:
     return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
 
-def now_iso() -> str:
-    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
 def set_condition(
     conditions: list[dict[str, Any]],
     type_: str,
@@ -33,8 +31,11 @@ def set_condition(
     reason: str,
     message: str,
     generation: int | None,
+    *,
+    now: float,
 ) -> list[dict[str, Any]]:
-    """A new list with ``type_`` set; others kept in place (order is stable)."""
+    """A new list with ``type_`` set; others kept in place (order is stable). ``now`` is the
+    ``lastTransitionTime`` when the status changes (or the condition is new)."""
     value = "Unknown" if status is None else ("True" if status else "False")
     out = []
     found = False
@@ -51,7 +52,7 @@ def set_condition(
                 "reason": reason,
                 "message": message,
                 "observedGeneration": generation,
-                "lastTransitionTime": now_iso() if changed else c.get("lastTransitionTime"),
+                "lastTransitionTime": iso(now) if changed else c.get("lastTransitionTime"),
             }
         )
     if not found:
@@ -62,7 +63,7 @@ def set_condition(
                 "reason": reason,
                 "message": message,
                 "observedGeneration": generation,
-                "lastTransitionTime": now_iso(),
+                "lastTransitionTime": iso(now),
             }
         )
     return out

@@ -123,16 +123,20 @@ def broker_statuses(
 
 
 def decide_status(
-    obs: KafkaObservation, previous: KafkaClusterStatus | None, generation: int | None
+    obs: KafkaObservation,
+    previous: KafkaClusterStatus | None,
+    generation: int | None,
+    *,
+    now: float,
 ) -> KafkaClusterStatus:
     """The status to write for ``obs``; ``previous`` gives the conditions' transition times
-    and the last known brokers when this reading failed."""
+    and the last known brokers when this reading failed; ``now`` is a changed condition's."""
     before = previous or KafkaClusterStatus()
     conditions: list[dict[str, Any]] = [c.dump() for c in before.conditions]
 
     def cond(type_: str, ok: bool | None, reason: str, message: str) -> None:
         nonlocal conditions
-        conditions = set_condition(conditions, type_, ok, reason, message, generation)
+        conditions = set_condition(conditions, type_, ok, reason, message, generation, now=now)
 
     if obs.cluster is None:
         if obs.credentials_error is not None:

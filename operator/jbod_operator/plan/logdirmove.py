@@ -450,18 +450,24 @@ def next_to_start(entries: Sequence[ReplicaMoveStatus], per_broker: int) -> list
 
 
 def phase_conditions(
-    conditions: Sequence[Condition], phase: Phase, reason: str, message: str, gen: int | None
+    conditions: Sequence[Condition],
+    phase: Phase,
+    reason: str,
+    message: str,
+    gen: int | None,
+    *,
+    now: float,
 ) -> list[Condition]:
     """Progressing, Succeeded, Failed and Cancelled for ``phase`` (each set, True or False)."""
     c = [x.dump() for x in conditions]
     c = set_condition(
-        c, "Progressing", phase in (Phase.PENDING, Phase.MOVING), reason, message, gen
+        c, "Progressing", phase in (Phase.PENDING, Phase.MOVING), reason, message, gen, now=now
     )
-    c = set_condition(c, "Succeeded", phase == Phase.SUCCEEDED, reason, message, gen)
+    c = set_condition(c, "Succeeded", phase == Phase.SUCCEEDED, reason, message, gen, now=now)
     for final in (Phase.FAILED, Phase.CANCELLED):
         mine = phase == final
         c = set_condition(
-            c, final.value, mine, reason if mine else "", message if mine else "", gen
+            c, final.value, mine, reason if mine else "", message if mine else "", gen, now=now
         )
     return [Condition.model_validate(x) for x in c]
 
@@ -498,7 +504,7 @@ class _Pass:
             update={
                 "phase": phase,
                 "conditions": phase_conditions(
-                    self.status.conditions, phase, reason, message, self.gen
+                    self.status.conditions, phase, reason, message, self.gen, now=self.obs.now
                 ),
             }
         )

@@ -1538,8 +1538,8 @@ def _next_phase(p: _Pass, phase: Phase, *, started: bool, rolling: bool, cancell
 def _conditions(p: _Pass, phase: Phase | None, reason: str, message: str) -> list[Condition]:
     """Progressing, Succeeded, Failed, Cancelled, RolledBack and Paused for ``phase``."""
     c = [x.dump() for x in p.status.conditions]
-    gen = p.gen
-    c = set_condition(c, "Progressing", phase in ACTIVE_PHASES, reason, message, gen)
+    gen, now = p.gen, p.obs.now
+    c = set_condition(c, "Progressing", phase in ACTIVE_PHASES, reason, message, gen, now=now)
     for ph, cond in (
         (Phase.SUCCEEDED, "Succeeded"),
         (Phase.FAILED, "Failed"),
@@ -1548,7 +1548,9 @@ def _conditions(p: _Pass, phase: Phase | None, reason: str, message: str) -> lis
         (Phase.PAUSED, "Paused"),
     ):
         mine = phase == ph
-        c = set_condition(c, cond, mine, reason if mine else "", message if mine else "", gen)
+        c = set_condition(
+            c, cond, mine, reason if mine else "", message if mine else "", gen, now=now
+        )
     return [Condition.model_validate(x) for x in c]
 
 
@@ -1604,6 +1606,7 @@ def _finish(p: _Pass, phase: Phase) -> Decision:
         "NoProgress" if why else "",
         why,
         p.gen,
+        now=obs.now,
     )
     p.status = p.status.model_copy(update={"conditions": [Condition.model_validate(x) for x in c]})
     # Cancelled while a rollback waited for the cancel to end: the rollback is next.

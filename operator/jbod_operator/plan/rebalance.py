@@ -831,7 +831,9 @@ class _Pass:
             for c in self.status.conditions
             if c.type == self.phase.value
         ]
-        conds = set_condition(before, self.phase.value, True, reason, message, gen)
+        conds = set_condition(
+            before, self.phase.value, True, reason, message, gen, now=self.obs.now
+        )
         self.update(
             conditions=[Condition.model_validate(c) for c in conds], observed_generation=gen
         )

@@ -142,6 +142,8 @@ def plan_creation(
     describes: Describes,
     status: Mapping[str, Any],
     refusal: Refusal | None = None,
+    *,
+    now: float,
 ) -> PartitionCreation:
     """The decision on the Topic as stored (``t``, its ``status``): nothing if refused or
     none is missing, else the state of record with the new partitions, the configs in force
@@ -161,6 +163,7 @@ def plan_creation(
         "Creating",
         f"creating {len(new)} partitions",
         t.metadata.generation,
+        now=now,
     )
     record = {
         **stored,
@@ -176,18 +179,20 @@ def plan_creation(
 
 
 def pass_status(
-    t: Topic, status: Mapping[str, Any], refusal: Refusal | None
+    t: Topic, status: Mapping[str, Any], refusal: Refusal | None, *, now: float
 ) -> tuple[dict[str, Any], list[Event]]:
     """The status a pass ends with (``topic_spec.ready_status``) and its Events. A Topic
     made before topic ids (its partitions all exist) gets its id here, and the controller's
     next pass hands it to the brokers with the rest of the state."""
-    out, events = ready_status(t, status, refusal)
+    out, events = ready_status(t, status, refusal, now=now)
     if refusal is None and not out.get("topicId"):
         out = {**out, "topicId": new_topic_id()}
     return out, events
 
 
-def not_ready_status(t: Topic, status: Mapping[str, Any], e: TopicNotReady) -> dict[str, Any]:
+def not_ready_status(
+    t: Topic, status: Mapping[str, Any], e: TopicNotReady, *, now: float
+) -> dict[str, Any]:
     """The status of a pass that cannot progress now: Ready False with the reason."""
     conditions = set_condition(
         list(status.get("conditions") or []),
@@ -196,6 +201,7 @@ def not_ready_status(t: Topic, status: Mapping[str, Any], e: TopicNotReady) -> d
         e.reason,
         str(e),
         t.metadata.generation,
+        now=now,
     )
     return {**status, "observedGeneration": t.metadata.generation, "conditions": conditions}
 

@@ -156,7 +156,7 @@ def min_insync_replicas(configs: Mapping[str, str]) -> int:
 
 
 def ready_status(
-    t: Topic, status: Mapping[str, Any], refusal: Refusal | None
+    t: Topic, status: Mapping[str, Any], refusal: Refusal | None, *, now: float
 ) -> tuple[dict[str, Any], list[Event]]:
     """The Topic's status after a pass and the Events to post. A refusal is the Ready
     condition (posted as an Event only when it is new, not on every periodic pass); otherwise
@@ -170,7 +170,9 @@ def ready_status(
             refusal.reason,
             refusal.message,
         )
-        conditions = set_condition(conditions, "Ready", False, refusal.reason, refusal.message, gen)
+        conditions = set_condition(
+            conditions, "Ready", False, refusal.reason, refusal.message, gen, now=now
+        )
         events = [("Warning", refusal.reason, refusal.message)] if new else []
         return {**status, "observedGeneration": gen, "conditions": conditions}, events
     states = status.get("partitions") or []
@@ -188,6 +190,7 @@ def ready_status(
         "Reconciled" if not leaderless else "OfflinePartitions",
         msg,
         gen,
+        now=now,
     )
     return {
         **status,
