@@ -27,14 +27,8 @@ from jbod_operator.models.log_dir_move import MovePhase, ReplicaState
 from jbod_operator.plan.execution import ActionFailed, ClusterUnusable
 from jbod_operator.plan.kafka_dirs import kafka_broker_dirs, kafka_dir
 from jbod_operator.plan.kafka_types import BrokerLogDirs, LogDir, LogDirReplica
-from jbod_operator.plan.logdirmove import (
-    BrokerDirs,
-    Observed,
-    SetThrottle,
-    StartAnswer,
-    advance,
-    settle,
-)
+from jbod_operator.plan.logdirmove import Observed, advance, settle
+from jbod_operator.plan.port_types import BrokerDirs, SetThrottle, StartAnswer
 
 A = "/disks/a/data-0"
 B = "/disks/b/kafka-logs"

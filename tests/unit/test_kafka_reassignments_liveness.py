@@ -15,7 +15,7 @@ from jbod_operator.control import kafka_reassignments
 from jbod_operator.control.kafka_reassignments import KafkaReassignments
 from jbod_operator.plan.execution import ActionFailed
 from jbod_operator.plan.kafka_types import BrokerLogDirs, ClusterDescription, KafkaBroker, LogDir
-from jbod_operator.plan.reassignment import Throttle
+from jbod_operator.plan.port_types import Throttle
 
 
 class FlakyAdmin:

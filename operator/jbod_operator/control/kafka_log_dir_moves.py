@@ -35,7 +35,7 @@ from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
 from ..plan.execution import ActionFailed, ClusterUnusable
 from ..plan.kafka_dirs import cluster_size_of, kafka_broker_dirs
 from ..plan.kafka_types import BrokerLogDirs, ConfigKind, LogDir
-from ..plan.logdirmove import (
+from ..plan.port_types import (
     BrokerDirs,
     CancelMoves,
     Cordon,

@@ -24,13 +24,15 @@ from collections.abc import Mapping, Sequence
 from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
 from ..models import PartitionReassignment
 from ..plan import kafka_reassignment as kr
-from ..plan.execution import ActionFailed, ClusterSeen, ClusterUnusable, PartitionsSeen
+from ..plan.execution import ActionFailed, ClusterUnusable
 from ..plan.kafka_dirs import cluster_size_of, kafka_broker_dirs
 from ..plan.kafka_types import ClusterDescription, ConfigKind
-from ..plan.logdirmove import BrokerDirs
-from ..plan.reassignment import (
+from ..plan.port_types import (
     TP,
+    BrokerDirs,
+    ClusterSeen,
     Delete,
+    PartitionsSeen,
     PartView,
     PreferDir,
     RecordDirs,

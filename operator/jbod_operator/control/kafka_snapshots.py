@@ -15,8 +15,9 @@ from collections import Counter
 
 from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
 from ..models.snapshot import ClusterSnapshot
-from ..plan.execution import ClusterRecord, ClusterUnusable
+from ..plan.execution import ClusterUnusable
 from ..plan.kafka_dirs import cluster_size_of, kafka_snapshot
+from ..plan.port_types import ClusterRecord
 from ..plan.rebalance import snapshot_fingerprint
 from .kafka_reassignments import read_cluster
 

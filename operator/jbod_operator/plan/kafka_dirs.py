@@ -11,7 +11,7 @@ from jbod_broker import wire
 
 from ..models.snapshot import ClusterSnapshot
 from .kafka_types import BrokerLogDirs, ClusterDescription, LogDir, TopicMetadata
-from .logdirmove import BrokerDirs, Dir
+from .port_types import BrokerDirs, Dir
 from .snapshot import RecordedPartition, assemble
 
 
