@@ -67,7 +67,13 @@ from .reassignment_goals import (
     original_goals,
     originals,
 )
-from .reassignment_progress import bytes_moved_now, partition_size, rate_and_eta, totals
+from .reassignment_progress import (
+    bytes_moved_now,
+    partition_size,
+    progress_percent,
+    rate_and_eta,
+    totals,
+)
 from .reassignment_throttles import plan_throttles, scope_of, throttles_to_lift
 
 Phase = ReassignmentPhase
@@ -1210,7 +1216,7 @@ def _finish(p: _Pass, phase: Phase) -> Decision:
         counts[s.value] = counts.get(s.value, 0) + 1
     moved, to_move = totals(obs.pr, p.status.original or [], obs.topics, obs.brokers)
     rate, eta = rate_and_eta(p.status.start_time, obs.now, moved, to_move)
-    total = sum(counts.values()) or 1
+    total = sum(counts.values())
     done = counts.get(PState.DONE.value, 0) + counts.get(PState.GONE.value, 0)
     reason, message = _summary(p, phase, counts)
     update: dict[str, Any] = {
@@ -1220,7 +1226,7 @@ def _finish(p: _Pass, phase: Phase) -> Decision:
         "partitions": _listed(p.detail),
         "bytes_to_move": to_move,
         "bytes_moved": moved,
-        "progress_percent": min(100, 100 * done // total),
+        "progress_percent": progress_percent(moved=moved, to_move=to_move, done=done, total=total),
         "rate_bytes_per_second": rate,
         "eta_seconds": eta,
         "conditions": _conditions(p, phase, reason, message),

@@ -75,3 +75,14 @@ def rate_and_eta(
         return None, None
     rate = int(moved / elapsed)
     return rate, (int(max(0, to_move - moved) / rate) if rate > 0 else None)
+
+
+def progress_percent(*, moved: int, to_move: int, done: int, total: int) -> int:
+    """``progressPercent``: the bytes copied of the bytes to copy, the figure the bytes, rate
+    and ETA fields give (counted by finished partitions, one big partition showed 0% for most
+    of its move). Where nothing is to copy (a reorder of the leaders, empty partitions) the
+    finished partitions say it. Never 100 before every partition is done: a partition whose
+    bytes are copied still has its step to end (the ISR, the shrink, its dir)."""
+    by_bytes = to_move > 0
+    percent = 100 * min(moved, to_move) // to_move if by_bytes else 100 * done // max(total, 1)
+    return percent if done >= total else min(percent, 99)
