@@ -122,6 +122,7 @@ class KafkaReassignments:
             size=cluster_size_of(b.broker_id for b in desc.brokers),
             dir_names=tuple(names),
             brokers=dict(self.dirs),
+            broker_ids=frozenset(b.broker_id for b in desc.brokers),
         )
 
     def serialized(self) -> contextlib.AbstractAsyncContextManager[object]:

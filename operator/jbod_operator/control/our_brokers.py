@@ -291,6 +291,7 @@ class OurBrokersReassignments:
             size=bc.spec.replicas,
             dir_names=tuple(d.name for d in bc.spec.log_dirs),
             brokers={b: broker_dirs(b, d) if d is not None else None for b, d in describes.items()},
+            broker_ids=frozenset(range(bc.spec.replicas)),
         )
 
     def serialized(self) -> contextlib.AbstractAsyncContextManager[object]:

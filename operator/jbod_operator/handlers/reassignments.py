@@ -162,6 +162,7 @@ async def observe(
         pr,
         now,
         cluster_size=seen.size,
+        broker_ids=seen.broker_ids,
         live=live,
         topics=parts.topics,
         brokers=seen.brokers,

@@ -10,7 +10,7 @@ speaks in. Plain frozen data, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -25,6 +25,17 @@ TP = tuple[str, int]
 
 ReplicaKey = tuple[int, str, int]
 """(broker, topic, partition)."""
+
+
+def id_ranges(ids: Iterable[int]) -> str:
+    """Broker ids as a person reads them, runs joined: ``0-5``, ``1-4``, ``1-2, 4``."""
+    runs: list[list[int]] = []
+    for b in sorted(set(ids)):
+        if runs and b == runs[-1][-1] + 1:
+            runs[-1].append(b)
+        else:
+            runs.append([b])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs) or "none"
 
 
 # -- what the brokers hold ----------------------------------------------------------------
@@ -203,6 +214,9 @@ class ClusterSeen:
     """The log dir names every broker has (``Observed.cluster_dirs``)."""
     brokers: Mapping[int, BrokerDirs | None]
     """Each broker's dirs (None: it did not answer)."""
+    broker_ids: frozenset[int] | None = None
+    """The ids of the brokers the cluster has, up or down (``Observed.broker_ids``); None:
+    ``0 .. size - 1``, a BrokerCluster's."""
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,18 @@ class Observed:
     cluster_problem: tuple[str, str] | None = None
     """(reason, message) when the named cluster cannot be worked on now (``cluster_size`` is
     then None): two clusters of that name, Kafka unreachable, its credentials missing."""
+    broker_ids: frozenset[int] | None = None
+    """The ids of the brokers the cluster has, up or down: on Kafka the ones DescribeCluster
+    lists (fenced ones too: Kafka's controller takes a registered broker, down or not, in a
+    reassignment, and refuses any other id); None: ``0 .. cluster_size - 1``, a
+    BrokerCluster's."""
+
+    @property
+    def cluster_brokers(self) -> frozenset[int]:
+        """The brokers the cluster has (``broker_ids``, else a BrokerCluster's dense ids)."""
+        if self.broker_ids is not None:
+            return self.broker_ids
+        return frozenset(range(self.cluster_size or 0))
 
 
 # -- actions ------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from ..models.reassignment import (
     PartitionReassignment,
     PartitionReassignmentStatus,
 )
-from .port_types import TP, BrokerDirs, PartView, TopicView
+from .port_types import TP, BrokerDirs, PartView, TopicView, id_ranges
 
 
 class ReassignmentSpecError(ValueError):
@@ -34,7 +34,7 @@ class Seen(Protocol):
     @property
     def pr(self) -> PartitionReassignment: ...
     @property
-    def cluster_size(self) -> int | None: ...
+    def cluster_brokers(self) -> frozenset[int]: ...
     @property
     def topics(self) -> Mapping[str, TopicView]: ...
     @property
@@ -79,7 +79,7 @@ def _resolve_dir(ref: str, broker: int, obs: Seen) -> str | None:
 def goals(obs: Seen) -> tuple[dict[TP, Goal], list[str]]:
     """Every partition's final target with its dirs, and what is wrong with the spec."""
     spec = obs.pr.spec
-    size = obs.cluster_size or 0
+    known = obs.cluster_brokers
     out: dict[TP, Goal] = {}
     errors: list[str] = []
     for t in spec.partitions:
@@ -95,9 +95,12 @@ def goals(obs: Seen) -> tuple[dict[TP, Goal], list[str]]:
         if pv is None:
             errors.append(f"{where}: topic {t.topic!r} has no partition {t.partition}")
             continue
-        bad = [b for b in t.replicas if b >= size]
+        # One rule for an id the cluster does not have, whatever its value (on Kafka, ids
+        # are not dense from 0): refused, as Kafka's controller refuses it ("no such broker
+        # is registered"); waiting for it would wait for ever.
+        bad = [b for b in t.replicas if b not in known]
         if bad:
-            errors.append(f"{where}: broker {bad[0]} does not exist (brokers 0-{size - 1})")
+            errors.append(f"{where}: broker {bad[0]} does not exist (brokers {id_ranges(known)})")
             continue
         if len(set(t.replicas)) != len(t.replicas):
             errors.append(f"{where}: replicas {t.replicas} name a broker twice")
