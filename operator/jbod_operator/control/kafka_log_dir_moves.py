@@ -47,6 +47,7 @@ from ..plan.port_types import (
     StartAnswer,
     StartResult,
 )
+from .kafka_reads import answered_log_dirs
 
 log = logging.getLogger(__name__)
 
@@ -179,12 +180,9 @@ class KafkaLogDirMoves:
         return self._live
 
     async def _read(self, broker: int) -> BrokerLogDirs | None:
-        try:
-            (read,) = await self.admin.describe_log_dirs([broker])
-        except (KafkaAdminError, ValueError) as exc:
-            log.info("DescribeLogDirs not answered", extra={"broker": broker, "error": str(exc)})
-            return None
-        return read
+        """The broker's DescribeLogDirs as every Kafka adapter reads it (``control.kafka_reads``:
+        asked again once); None when it did not answer."""
+        return await answered_log_dirs(self.admin, broker)
 
     # -- observe ------------------------------------------------------------------------------
 

@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
 from ..models import PartitionReassignment
 from ..plan import kafka_reassignment as kr
-from ..plan.execution import ActionFailed, ClusterUnusable
-from ..plan.kafka_dirs import cluster_size_of, kafka_broker_dirs
-from ..plan.kafka_types import ClusterDescription, ConfigKind
+from ..plan.execution import ActionFailed
+from ..plan.kafka_dirs import cluster_size_of
+from ..plan.kafka_types import ConfigKind
 from ..plan.port_types import (
     TP,
     BrokerDirs,
@@ -41,53 +41,9 @@ from ..plan.port_types import (
     ThrottleSeen,
     WritePartition,
 )
+from .kafka_reads import read_cluster
 
 log = logging.getLogger(__name__)
-
-DIRS_ATTEMPTS = 2
-"""DescribeLogDirs tries per broker and pass before the broker counts as not answering."""
-
-DIRS_RETRY_PAUSE_S = 0.5
-"""The pause between them."""
-
-
-async def read_cluster(
-    admin: KafkaAdmin,
-) -> tuple[ClusterDescription, dict[int, BrokerDirs | None]]:
-    """DescribeCluster, then DescribeLogDirs of each unfenced broker on its own (one that does
-    not answer, or is fenced, is None: one broker's failure is its own). Every Kafka adapter
-    that reads the brokers' dirs reads them so. An unreachable cluster raises
-    :class:`ClusterUnusable` (the client is closed, started afresh on the next call)."""
-    try:
-        desc = await admin.describe_cluster()
-    except KafkaAdminError as exc:
-        await admin.close()
-        raise ClusterUnusable(
-            "KafkaUnreachable", f"Kafka's DescribeCluster failed: {exc}"
-        ) from None
-    dirs: dict[int, BrokerDirs | None] = {}
-    for b in desc.brokers:
-        dirs[b.broker_id] = None if b.fenced else await _broker_dirs(admin, b.broker_id)
-    return desc, dirs
-
-
-async def _broker_dirs(admin: KafkaAdmin, broker: int) -> BrokerDirs | None:
-    """One broker's DescribeLogDirs; None when it does not answer twice in a row. Once is
-    not enough to call an unfenced broker gone: a single timed-out read on a busy machine
-    made a pass plan around two live brokers as if they were down (its steps then differed
-    from the planner's)."""
-    for attempt in range(DIRS_ATTEMPTS):
-        try:
-            (read,) = await admin.describe_log_dirs([broker])
-            return kafka_broker_dirs(read)
-        except (KafkaAdminError, ValueError) as exc:
-            log.info(
-                "DescribeLogDirs not answered",
-                extra={"broker": broker, "attempt": attempt + 1, "error": str(exc)},
-            )
-            if attempt + 1 < DIRS_ATTEMPTS:
-                await asyncio.sleep(DIRS_RETRY_PAUSE_S)
-    return None
 
 
 class KafkaReassignments:
