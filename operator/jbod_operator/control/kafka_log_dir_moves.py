@@ -34,7 +34,7 @@ from jbod_broker import wire
 from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
 from ..plan.execution import ActionFailed, ClusterUnusable
 from ..plan.kafka_dirs import cluster_size_of, kafka_broker_dirs
-from ..plan.kafka_types import BrokerLogDirs, ConfigKind, LogDir
+from ..plan.kafka_types import BrokerLogDirs, ConfigKind, KafkaErrorName, LogDir
 from ..plan.port_types import (
     BrokerDirs,
     CancelMoves,
@@ -57,7 +57,7 @@ COPY_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
 CORDONED_LOG_DIRS = "cordoned.log.dirs"
 """Kafka 4.3's (KIP-1066) per-broker list of dirs no new replica is placed in."""
 
-NOT_THERE_YET = "REPLICA_NOT_AVAILABLE"
+NOT_THERE_YET = KafkaErrorName.REPLICA_NOT_AVAILABLE
 """AlterReplicaLogDirs' answer for a replica its broker does not host (yet)."""
 
 Sample = tuple[float, int]

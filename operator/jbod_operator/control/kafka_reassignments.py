@@ -26,7 +26,7 @@ from ..models import PartitionReassignment
 from ..plan import kafka_reassignment as kr
 from ..plan.execution import ActionFailed
 from ..plan.kafka_dirs import cluster_size_of
-from ..plan.kafka_types import ConfigKind
+from ..plan.kafka_types import ConfigKind, KafkaErrorName
 from ..plan.port_types import (
     TP,
     BrokerDirs,
@@ -44,6 +44,16 @@ from ..plan.port_types import (
 from .kafka_reads import read_cluster
 
 log = logging.getLogger(__name__)
+
+_NOT_THERE_YET_ANSWERS = frozenset(
+    {
+        None,
+        KafkaErrorName.REPLICA_NOT_AVAILABLE.value,
+        KafkaErrorName.NOT_LEADER_FOR_PARTITION.value,
+    }
+)
+"""AlterReplicaLogDirs' answers for a new replica that is not on its broker yet (asked again
+by the next pass), besides success: nothing to warn about."""
 
 
 class KafkaReassignments:
@@ -172,7 +182,7 @@ class KafkaReassignments:
             log.warning("reassignment not submitted", extra={"error": str(e)})
             return
         for key, err in sorted(answers.items()):
-            if err is not None and err != "NO_REASSIGNMENT_IN_PROGRESS":
+            if err is not None and err != KafkaErrorName.NO_REASSIGNMENT_IN_PROGRESS:
                 log.warning(
                     "reassignment refused",
                     extra={
@@ -203,7 +213,7 @@ class KafkaReassignments:
             log.warning("log dirs not named", extra={"error": str(e)})
             return
         for (t, p, b), err in sorted(answers.items()):
-            if err not in (None, "REPLICA_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER"):
+            if err not in _NOT_THERE_YET_ANSWERS:
                 log.warning(
                     "log dir refused",
                     extra={
