@@ -10,6 +10,8 @@ resolves an adapter for the named cluster, observes through it, lets the plan de
 the plan's actions out through it and writes its resource's status once. What is read from the
 operator's own resources (the other LogDirMoves and PartitionReassignments, which claim
 partitions and share the per-broker budget) stays in the handler: it is the same for both.
+What the methods return and take (the observations, the actions) is ``plan.port_types``, the
+port's one vocabulary: the adapters import it, not the planners.
 
 Each Protocol method names the Kafka Admin API calls an adapter over Kafka's controller would
 make; that column is checked by review only (no test can show an unwritten adapter could be
@@ -129,9 +131,9 @@ from .port_types import (
 
 
 class LogDirMoveExecutor(Protocol):
-    """Where a LogDirMove's steps run: observe-side methods return ``plan.logdirmove``'s
-    observed models, act-side ones take its actions (the module docstring maps each to the
-    Admin API)."""
+    """Where a LogDirMove's steps run: observe-side methods return what
+    ``plan.logdirmove.Observed`` is made of, act-side ones take its actions (both
+    ``plan.port_types``; the module docstring maps each to the Admin API)."""
 
     async def cluster_size(self) -> int | None:
         """How many brokers the cluster has; None when the cluster does not exist."""
@@ -213,9 +215,9 @@ class ActionFailed(Exception):
 
 class ReassignmentExecutor(Protocol):
     """Where a PartitionReassignment's steps run: observe-side methods return the models
-    ``plan.reassignment.Observed`` is made of, act-side ones take its actions, called by the
-    handler in the order that plan's docstring gives (the module docstring maps each to the
-    Admin API)."""
+    ``plan.reassignment.Observed`` is made of, act-side ones take its actions (both
+    ``plan.port_types``), called by the handler in the order that plan's docstring gives (the
+    module docstring maps each to the Admin API)."""
 
     async def cluster(self) -> ClusterSeen | None:
         """The cluster's size, dir names and each broker's dirs; None when it does not exist."""
