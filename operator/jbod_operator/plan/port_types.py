@@ -1,11 +1,13 @@
 """The vocabulary of the step port (``plan.execution``): the observations its methods
-return and the actions they take, for LogDirMoves and PartitionReassignments alike.
+return and the actions they take, for LogDirMoves and PartitionReassignments alike (and the
+record a Rebalance reads).
 
 The port, both of its adapters (``control.our_brokers`` over our brokers,
 ``control.kafka_*`` over Kafka's Admin API) and the pure planners (``plan.logdirmove``,
 ``plan.reassignment``) import these from here and from nowhere else: an adapter needs no
 planner to know what it is asked, and a planner's size says what it decides, not what it
-speaks in. Plain frozen data, no I/O.
+speaks in. Plain frozen data (with ``broker_dirs``, our describe-log-dirs read as
+:class:`BrokerDirs`, and ``id_ranges``, broker ids as messages name them), no I/O.
 """
 
 from __future__ import annotations
