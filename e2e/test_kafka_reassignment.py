@@ -526,3 +526,26 @@ async def test_audit_of_a_random_reassignment_and_a_cancel(
     print(f"\naudit on Kafka, seed {AUDIT_SEED}, cancelled: {json.dumps(spec)} -> {problems}")
     assert problems == [], (f"seed {AUDIT_SEED}", spec, problems)
     await finish_and_check(kafka_jbod, topic, prod, count)
+
+
+async def test_an_id_the_cluster_does_not_have_is_refused_whatever_its_value(
+    env: tuple[Kube, OperatorProcess], kafka_jbod: KafkaCluster
+) -> None:
+    """Brokers 1-4: broker 0 (below the highest id) is refused at once as broker 9 is, each
+    message naming the brokers that exist, and Kafka is asked nothing (the topic stays where
+    it was). Broker 0 used to be accepted and wait for ever "to be live"."""
+    kube, _ = env
+    topic = "unknown-broker"
+    before = await asyncio.to_thread(create_topic, kafka_jbod, topic, 0)
+    for name, missing in (("to-zero", 0), ("to-nine", 9)):
+        kube.apply(reassignment(name, topic, {0: [missing, 2]}))
+    for name, missing in (("to-zero", 0), ("to-nine", 9)):
+        st = await asyncio.to_thread(
+            wait_for, lambda n=name: phase_is(kube, n, "Failed"), 60, f"{name} Failed"
+        )
+        (failed,) = [c for c in st["conditions"] if c["type"] == "Failed"]
+        assert failed["reason"] == "InvalidSpec", failed
+        want = f"{topic}-0: broker {missing} does not exist (brokers 1-4)"
+        assert want in failed["message"], failed
+    now = await asyncio.to_thread(metadata, kafka_jbod, topic)
+    assert {p: r for p, (r, _) in now.items()} == before

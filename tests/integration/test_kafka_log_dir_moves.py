@@ -30,13 +30,7 @@ from jbod_operator.control.kafka_log_dir_moves import (
 )
 from jbod_operator.models.log_dir_move import Drain
 from jbod_operator.plan.kafka_types import ConfigKind
-from jbod_operator.plan.logdirmove import (
-    CancelMoves,
-    Cordon,
-    SetThrottle,
-    Start,
-    StartAnswer,
-)
+from jbod_operator.plan.port_types import CancelMoves, Cordon, SetThrottle, Start, StartAnswer
 from tests.integration.conftest import JBOD_BROKERS, JBOD_LOG_DIRS
 from tests.kafka_jars import KafkaCluster
 

@@ -20,7 +20,7 @@ from jbod_operator.control.kafka_reassignments import KafkaReassignments
 from jbod_operator.models import PartitionReassignment
 from jbod_operator.plan import kafka_reassignment as kr
 from jbod_operator.plan.kafka_types import ConfigKind
-from jbod_operator.plan.reassignment import PartView, Tell, Throttle, WritePartition
+from jbod_operator.plan.port_types import PartView, Tell, Throttle, WritePartition
 from tests.kafka_jars import KafkaCluster
 
 pytestmark = pytest.mark.integration

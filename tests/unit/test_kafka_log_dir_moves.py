@@ -1,6 +1,7 @@
-"""The Kafka LogDirMove adapter's pure mapping: DescribeLogDirs results to the plan's observed
-models (dirs, move progress), AlterReplicaLogDirs answers to start results, the cordon's
-config change; and the plan's condition for a cluster that cannot be worked on."""
+"""The Kafka LogDirMove adapter's pure mapping (``plan.kafka_log_dir_move``): DescribeLogDirs
+results to the plan's observed models (dirs, move progress), AlterReplicaLogDirs answers to
+start results, the cordon's config change; and the plan's condition for a cluster that cannot
+be worked on."""
 
 from __future__ import annotations
 
@@ -12,13 +13,7 @@ import pytest
 
 from jbod_broker import wire
 from jbod_operator.clients.kafka_admin import KafkaAdmin, KafkaAdminError
-from jbod_operator.control.kafka_log_dir_moves import (
-    KafkaLogDirMoves,
-    cordon_change,
-    futures_of,
-    move_progress,
-    start_answer,
-)
+from jbod_operator.control.kafka_log_dir_moves import KafkaLogDirMoves
 from jbod_operator.control.kafka_reassignments import KafkaReassignments
 from jbod_operator.control.our_brokers import OurBrokersLogDirMoves, OurBrokersReassignments
 from jbod_operator.handlers.executors import log_dir_moves_on, reassignments_on
@@ -26,15 +21,15 @@ from jbod_operator.models import LogDirMove
 from jbod_operator.models.log_dir_move import MovePhase, ReplicaState
 from jbod_operator.plan.execution import ActionFailed, ClusterUnusable
 from jbod_operator.plan.kafka_dirs import kafka_broker_dirs, kafka_dir
-from jbod_operator.plan.kafka_types import BrokerLogDirs, LogDir, LogDirReplica
-from jbod_operator.plan.logdirmove import (
-    BrokerDirs,
-    Observed,
-    SetThrottle,
-    StartAnswer,
-    advance,
-    settle,
+from jbod_operator.plan.kafka_log_dir_move import (
+    cordon_change,
+    futures_of,
+    move_progress,
+    start_answer,
 )
+from jbod_operator.plan.kafka_types import BrokerLogDirs, LogDir, LogDirReplica
+from jbod_operator.plan.logdirmove import Observed, advance, settle
+from jbod_operator.plan.port_types import BrokerDirs, SetThrottle, StartAnswer
 
 A = "/disks/a/data-0"
 B = "/disks/b/kafka-logs"

@@ -16,7 +16,7 @@ from jbod_operator.plan.kafka_types import (
     PartitionMetadata,
     TopicMetadata,
 )
-from jbod_operator.plan.reassignment import PartView, Throttle, WritePartition
+from jbod_operator.plan.port_types import PartView, Throttle, WritePartition
 
 
 def topic(name: str, *parts: tuple[int, tuple[int, ...], int, tuple[int, ...]]) -> TopicMetadata:

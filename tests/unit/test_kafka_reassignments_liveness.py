@@ -11,11 +11,11 @@ from collections.abc import Iterable
 import pytest
 
 from jbod_operator.clients.kafka_admin import KafkaAdminError
-from jbod_operator.control import kafka_reassignments
+from jbod_operator.control import kafka_reads
 from jbod_operator.control.kafka_reassignments import KafkaReassignments
 from jbod_operator.plan.execution import ActionFailed
 from jbod_operator.plan.kafka_types import BrokerLogDirs, ClusterDescription, KafkaBroker, LogDir
-from jbod_operator.plan.reassignment import Throttle
+from jbod_operator.plan.port_types import Throttle
 
 
 class FlakyAdmin:
@@ -53,7 +53,7 @@ class FlakyAdmin:
 def test_a_broker_is_live_when_unfenced_and_answering_on_a_second_try(
     monkeypatch: pytest.MonkeyPatch, fails: dict[int, int], live: set[int]
 ) -> None:
-    monkeypatch.setattr(kafka_reassignments, "DIRS_RETRY_PAUSE_S", 0.0)
+    monkeypatch.setattr(kafka_reads, "DIRS_RETRY_PAUSE_S", 0.0)
     admin = FlakyAdmin(fails)
     ex = KafkaReassignments(admin, asyncio.Lock(), "k")  # type: ignore[arg-type]
     seen = asyncio.run(ex.cluster())

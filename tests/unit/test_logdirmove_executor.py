@@ -23,7 +23,7 @@ from jbod_operator.handlers.logdirmoves import (
     reconcile_log_dir_move,
 )
 from jbod_operator.plan.execution import ActionFailed, LogDirMoveExecutor
-from jbod_operator.plan.logdirmove import (
+from jbod_operator.plan.port_types import (
     BrokerDirs,
     CancelMoves,
     Cordon,

@@ -23,7 +23,7 @@ from jbod_broker.errors import InvalidRequestError
 from jbod_operator.control.our_brokers import OurBrokersLogDirMoves
 from jbod_operator.handlers.logdirmoves import reconcile_log_dir_move
 from jbod_operator.plan.execution import ActionFailed
-from jbod_operator.plan.logdirmove import SetThrottle
+from jbod_operator.plan.port_types import SetThrottle
 
 NS, CLUSTER = "kafka", "kip"
 ROOT = "/var/lib/jbod"

@@ -19,23 +19,25 @@ from jbod_operator.plan.conditions import iso
 from jbod_operator.plan.logdirmove import (
     PHASE_TRANSITIONS,
     REPLICA_TRANSITIONS,
+    Decision,
+    Observed,
+    advance,
+    settle,
+    transition,
+)
+from jbod_operator.plan.machine import IllegalTransitionError
+from jbod_operator.plan.port_types import (
     BrokerDirs,
     CancelMoves,
     Cordon,
-    Decision,
     Dir,
-    Observed,
     RecordInTopic,
     Resend,
     SetThrottle,
     Start,
     StartAnswer,
     StartResult,
-    advance,
-    settle,
-    transition,
 )
-from jbod_operator.plan.machine import IllegalTransitionError
 
 ROOT = "/var/lib/broker"
 NOW = 1_700_000_000.0

@@ -12,18 +12,16 @@ from jbod_broker import wire
 from jbod_operator.models import LogDirMove, LogDirMoveSpec
 from jbod_operator.models.log_dir_move import ReplicaMoveStatus, ReplicaState
 from jbod_operator.plan.logdirmove import (
-    BrokerDirs,
-    Dir,
     MoveSpecError,
     NoRoomError,
     ReplicaTarget,
-    broker_dirs,
     conflicts,
     expand_drain,
     next_to_start,
     resolve,
     totals,
 )
+from jbod_operator.plan.port_types import BrokerDirs, Dir, broker_dirs
 
 PENDING, MOVING, SUCCEEDED, FAILED, CANCELLED = (
     ReplicaState.PENDING,

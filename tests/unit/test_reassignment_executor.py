@@ -34,17 +34,14 @@ from jbod_operator.control.our_brokers import OurBrokersReassignments, merged_th
 from jbod_operator.handlers.reassignments import Outcome, reconcile_reassignment, run_actions
 from jbod_operator.models import PartitionReassignment
 from jbod_operator.plan import execution
-from jbod_operator.plan.execution import (
-    ActionFailed,
-    ClusterSeen,
-    LogDirMoveExecutor,
-    PartitionsSeen,
-    ReassignmentExecutor,
-)
-from jbod_operator.plan.logdirmove import BrokerDirs, Dir
-from jbod_operator.plan.reassignment import (
+from jbod_operator.plan.execution import ActionFailed, LogDirMoveExecutor, ReassignmentExecutor
+from jbod_operator.plan.port_types import (
     TP,
+    BrokerDirs,
+    ClusterSeen,
     Delete,
+    Dir,
+    PartitionsSeen,
     PartView,
     PreferDir,
     RecordDirs,

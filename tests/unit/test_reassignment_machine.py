@@ -32,22 +32,27 @@ from jbod_operator.plan import kafka_reassignment as kr
 from jbod_operator.plan import machine
 from jbod_operator.plan import reassignment as plan
 from jbod_operator.plan.conditions import iso
-from jbod_operator.plan.logdirmove import BrokerDirs, Dir
 from jbod_operator.plan.machine import IllegalTransitionError, transition
+from jbod_operator.plan.port_types import (
+    TP,
+    BrokerDirs,
+    Delete,
+    Dir,
+    PartView,
+    PreferDir,
+    RecordDirs,
+    Tell,
+    Throttle,
+    ThrottleSeen,
+    TopicView,
+    WritePartition,
+)
 from jbod_operator.plan.reassignment import (
     PARTITION_TRANSITIONS,
     PHASE_TRANSITIONS,
-    TP,
     Action,
     Decision,
-    Delete,
     Observed,
-    PartView,
-    PreferDir,
-    Tell,
-    Throttle,
-    TopicView,
-    WritePartition,
     advance,
 )
 
@@ -198,7 +203,7 @@ class World:
     busy: dict[int, int] = field(default_factory=dict)
     claims: dict[TP, str] = field(default_factory=dict)
     now: float = NOW
-    throttled: dict[int, plan.ThrottleSeen] = field(default_factory=dict)
+    throttled: dict[int, ThrottleSeen] = field(default_factory=dict)
     """Each broker's replication throttle as the Throttle actions left it (a broker that
     restarts forgets it: ``del``)."""
 
@@ -309,12 +314,12 @@ class World:
                     held.pop(key, None)
             elif isinstance(a, Throttle):
                 # As our brokers' adapter merges it: this resource's replicas replaced.
-                was = self.throttled.get(a.broker, plan.ThrottleSeen(0, frozenset()))
+                was = self.throttled.get(a.broker, ThrottleSeen(0, frozenset()))
                 kept = (was.replicas - a.scope) | a.leader_replicas | a.follower_replicas
                 mine = a.leader_replicas | a.follower_replicas
                 rate = a.rate if mine else (was.rate if kept else 0)
-                self.throttled[a.broker] = plan.ThrottleSeen(rate, kept)
-            elif isinstance(a, plan.RecordDirs):
+                self.throttled[a.broker] = ThrottleSeen(rate, kept)
+            elif isinstance(a, RecordDirs):
                 assert self.topics[a.topic].resource == a.topic_resource
                 pv = self.part((a.topic, a.partition))
                 fixed = dict(a.dirs)
@@ -640,7 +645,7 @@ def test_removing_to_placing_then_done_when_a_kept_replica_is_named_a_new_dir(
     pr, d = w.step(pr)
     # Placed: the record is told where broker 0 now holds it; the next pass confirms it.
     assert edges == [(S.PLACING, S.DONE)]
-    assert plan.RecordDirs("t-res", "t", 0, ((0, path(0, "b")),)) in d.actions
+    assert RecordDirs("t-res", "t", 0, ((0, path(0, "b")),)) in d.actions
     edges.clear()
     _, d = w.step(pr)
     assert edges == [(P.RUNNING, P.SUCCEEDED)] and changes(d) == ()
@@ -656,7 +661,7 @@ def test_pending_to_placing_when_only_the_dir_changes(edges: list[Edge]) -> None
         PreferDir(0, "t", 0, path(0, "a")),
         PreferDir(1, "t", 0, path(1, "b")),
         # The record said dir a for broker 0's replica, which its broker holds in b.
-        plan.RecordDirs("t-res", "t", 0, ((0, path(0, "b")),)),
+        RecordDirs("t-res", "t", 0, ((0, path(0, "b")),)),
     )
     assert d.status.phase == P.PENDING and d.active
     edges.clear()
@@ -676,7 +681,7 @@ def test_a_dir_record_the_api_server_refused_holds_the_end_until_the_record_is_r
     refused = 0
     for _ in range(20):
         d = advance(w.observe(pr))
-        records = [a for a in d.actions if isinstance(a, plan.RecordDirs)]
+        records = [a for a in d.actions if isinstance(a, RecordDirs)]
         if records and refused < 2:
             refused += 1  # the API server answered 409: nothing recorded
             d = replace(d, actions=tuple(a for a in d.actions if a not in records))
@@ -1210,16 +1215,16 @@ def test_a_throttle_on_a_broker_not_heard_from_yet_is_lifted_once_it_is() -> Non
     record, the resource is followed while it does, and the lift goes out once 3 is live."""
     w = world()
     pr = started(w, reassign([("t", 0, [1, 2, 3])], throttleBytesPerSecond=1000))
-    assert w.throttled[3] == plan.ThrottleSeen(1000, frozenset({T0}))
+    assert w.throttled[3] == ThrottleSeen(1000, frozenset({T0}))
     w.catch_up()
     w.live.discard(3)  # up, throttled, but not heard from by the new operator yet
     pr, ds = w.run(pr, until=[P.SUCCEEDED])
     assert ds[-1].active and pr.status is not None and pr.status.throttled_brokers == [3]
-    assert w.throttled[0] == plan.ThrottleSeen(0, frozenset())
+    assert w.throttled[0] == ThrottleSeen(0, frozenset())
     w.live.add(3)
     pr, d = w.step(pr)
     assert [a.broker for a in d.actions if isinstance(a, Throttle)] == [3]
-    assert w.throttled[3] == plan.ThrottleSeen(0, frozenset())
+    assert w.throttled[3] == ThrottleSeen(0, frozenset())
     assert pr.status is not None and pr.status.throttled_brokers == [] and not d.active
     assert pr.status.phase == P.SUCCEEDED
     _, d = w.step(pr)
@@ -1233,10 +1238,10 @@ def test_the_end_lifts_a_throttle_the_brokers_report_whatever_the_status_lists()
     w = world()
     pr, _ = w.run(reassign([("t", 0, [0, 1, 3])]), until=[P.SUCCEEDED])
     other = ("u", 0)
-    w.throttled[1] = plan.ThrottleSeen(1000, frozenset({T0, other}))
+    w.throttled[1] = ThrottleSeen(1000, frozenset({T0, other}))
     pr, d = w.step(pr)
     assert [a.broker for a in d.actions if isinstance(a, Throttle)] == [1]
-    assert w.throttled[1] == plan.ThrottleSeen(1000, frozenset({other}))
+    assert w.throttled[1] == ThrottleSeen(1000, frozenset({other}))
     assert not d.active and pr.status is not None and pr.status.phase == P.SUCCEEDED
 
 

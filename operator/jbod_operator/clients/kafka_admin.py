@@ -52,6 +52,7 @@ from ..plan.kafka_types import (
     ConfigEntry,
     ConfigKind,
     KafkaBroker,
+    KafkaErrorName,
     LogDir,
     LogDirReplica,
     OngoingReassignment,
@@ -94,7 +95,7 @@ class KafkaAdminError(RuntimeError):
             "KafkaConnectionError",
             "NodeNotReadyError",
             "RequestTimedOutError",
-            "REQUEST_TIMED_OUT",
+            KafkaErrorName.REQUEST_TIMED_OUT.value,
         }
 
 
@@ -366,7 +367,7 @@ class KafkaAdmin:
             for part in result.partition_result:
                 name = _code_name(int(part.error_code))
                 out[(result.topic, int(part.partition_id))] = (
-                    None if name == "ELECTION_NOT_NEEDED" else name
+                    None if name == KafkaErrorName.ELECTION_NOT_NEEDED else name
                 )
         return out
 

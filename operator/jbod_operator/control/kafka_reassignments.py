@@ -24,13 +24,15 @@ from collections.abc import Mapping, Sequence
 from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
 from ..models import PartitionReassignment
 from ..plan import kafka_reassignment as kr
-from ..plan.execution import ActionFailed, ClusterSeen, ClusterUnusable, PartitionsSeen
-from ..plan.kafka_dirs import cluster_size_of, kafka_broker_dirs
-from ..plan.kafka_types import ClusterDescription, ConfigKind
-from ..plan.logdirmove import BrokerDirs
-from ..plan.reassignment import (
+from ..plan.execution import ActionFailed
+from ..plan.kafka_dirs import cluster_size_of
+from ..plan.kafka_types import ConfigKind, KafkaErrorName
+from ..plan.port_types import (
     TP,
+    BrokerDirs,
+    ClusterSeen,
     Delete,
+    PartitionsSeen,
     PartView,
     PreferDir,
     RecordDirs,
@@ -39,53 +41,19 @@ from ..plan.reassignment import (
     ThrottleSeen,
     WritePartition,
 )
+from .kafka_reads import read_cluster
 
 log = logging.getLogger(__name__)
 
-DIRS_ATTEMPTS = 2
-"""DescribeLogDirs tries per broker and pass before the broker counts as not answering."""
-
-DIRS_RETRY_PAUSE_S = 0.5
-"""The pause between them."""
-
-
-async def read_cluster(
-    admin: KafkaAdmin,
-) -> tuple[ClusterDescription, dict[int, BrokerDirs | None]]:
-    """DescribeCluster, then DescribeLogDirs of each unfenced broker on its own (one that does
-    not answer, or is fenced, is None: one broker's failure is its own). Every Kafka adapter
-    that reads the brokers' dirs reads them so. An unreachable cluster raises
-    :class:`ClusterUnusable` (the client is closed, started afresh on the next call)."""
-    try:
-        desc = await admin.describe_cluster()
-    except KafkaAdminError as exc:
-        await admin.close()
-        raise ClusterUnusable(
-            "KafkaUnreachable", f"Kafka's DescribeCluster failed: {exc}"
-        ) from None
-    dirs: dict[int, BrokerDirs | None] = {}
-    for b in desc.brokers:
-        dirs[b.broker_id] = None if b.fenced else await _broker_dirs(admin, b.broker_id)
-    return desc, dirs
-
-
-async def _broker_dirs(admin: KafkaAdmin, broker: int) -> BrokerDirs | None:
-    """One broker's DescribeLogDirs; None when it does not answer twice in a row. Once is
-    not enough to call an unfenced broker gone: a single timed-out read on a busy machine
-    made a pass plan around two live brokers as if they were down (its steps then differed
-    from the planner's)."""
-    for attempt in range(DIRS_ATTEMPTS):
-        try:
-            (read,) = await admin.describe_log_dirs([broker])
-            return kafka_broker_dirs(read)
-        except (KafkaAdminError, ValueError) as exc:
-            log.info(
-                "DescribeLogDirs not answered",
-                extra={"broker": broker, "attempt": attempt + 1, "error": str(exc)},
-            )
-            if attempt + 1 < DIRS_ATTEMPTS:
-                await asyncio.sleep(DIRS_RETRY_PAUSE_S)
-    return None
+_NOT_THERE_YET_ANSWERS = frozenset(
+    {
+        None,
+        KafkaErrorName.REPLICA_NOT_AVAILABLE.value,
+        KafkaErrorName.NOT_LEADER_FOR_PARTITION.value,
+    }
+)
+"""AlterReplicaLogDirs' answers for a new replica that is not on its broker yet (asked again
+by the next pass), besides success: nothing to warn about."""
 
 
 class KafkaReassignments:
@@ -120,6 +88,7 @@ class KafkaReassignments:
             size=cluster_size_of(b.broker_id for b in desc.brokers),
             dir_names=tuple(names),
             brokers=dict(self.dirs),
+            broker_ids=frozenset(b.broker_id for b in desc.brokers),
         )
 
     def serialized(self) -> contextlib.AbstractAsyncContextManager[object]:
@@ -213,7 +182,7 @@ class KafkaReassignments:
             log.warning("reassignment not submitted", extra={"error": str(e)})
             return
         for key, err in sorted(answers.items()):
-            if err is not None and err != "NO_REASSIGNMENT_IN_PROGRESS":
+            if err is not None and err != KafkaErrorName.NO_REASSIGNMENT_IN_PROGRESS:
                 log.warning(
                     "reassignment refused",
                     extra={
@@ -244,7 +213,7 @@ class KafkaReassignments:
             log.warning("log dirs not named", extra={"error": str(e)})
             return
         for (t, p, b), err in sorted(answers.items()):
-            if err not in (None, "REPLICA_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER"):
+            if err not in _NOT_THERE_YET_ANSWERS:
                 log.warning(
                     "log dir refused",
                     extra={

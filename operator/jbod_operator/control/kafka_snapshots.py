@@ -1,12 +1,12 @@
 """What a Rebalance reads of an Apache Kafka cluster the operator does not run: the second
 ``plan.execution.ClusterSnapshots`` (issue 22), over ``clients.kafka_admin``.
 
-The same reading of the brokers' dirs as the reassignment adapter's
-(``control.kafka_reassignments.read_cluster``: DescribeCluster, then DescribeLogDirs one
-broker at a time), with Metadata of every topic as the partition state of record, made into
-the snapshot a BrokerCluster gives by ``plan.kafka_dirs.kafka_snapshot`` (pure). It writes
-nothing: a Rebalance's children (LogDirMoves, PartitionReassignments naming the same
-KafkaCluster) carry its plan out through their own adapters.
+The brokers' dirs read as every Kafka adapter reads them (``control.kafka_reads``:
+DescribeCluster, then DescribeLogDirs one broker at a time, asked again once), with Metadata
+of every topic as the partition state of record, made into the snapshot a BrokerCluster gives
+by ``plan.kafka_dirs.kafka_snapshot`` (pure). It writes nothing: a Rebalance's children
+(LogDirMoves, PartitionReassignments naming the same KafkaCluster) carry its plan out through
+their own adapters.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from collections import Counter
 
 from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError
 from ..models.snapshot import ClusterSnapshot
-from ..plan.execution import ClusterRecord, ClusterUnusable
+from ..plan.execution import ClusterUnusable
 from ..plan.kafka_dirs import cluster_size_of, kafka_snapshot
+from ..plan.port_types import ClusterRecord
 from ..plan.rebalance import snapshot_fingerprint
-from .kafka_reassignments import read_cluster
+from .kafka_reads import read_cluster
 
 
 class KafkaSnapshots:

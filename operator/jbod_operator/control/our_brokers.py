@@ -33,17 +33,19 @@ from ..clients.kube import BROKER_CLUSTERS, TOPICS, ApiError, KubeClient
 from ..models import BrokerCluster, PartitionReassignment, kafka_topic_name, topic_id_of
 from ..models.snapshot import ClusterSnapshot
 from ..plan import partition_state, topic_spec
-from ..plan.execution import (
-    ActionFailed,
-    ClusterRecord,
-    ClusterSeen,
-    PartitionsSeen,
-    RecordChanged,
-)
-from ..plan.logdirmove import (
+from ..plan.execution import ActionFailed, RecordChanged
+from ..plan.port_types import (
+    TP,
     BrokerDirs,
     CancelMoves,
+    ClusterRecord,
+    ClusterSeen,
     Cordon,
+    Delete,
+    PartitionsSeen,
+    PartView,
+    PreferDir,
+    RecordDirs,
     RecordInTopic,
     ReplicaKey,
     Resend,
@@ -51,19 +53,12 @@ from ..plan.logdirmove import (
     Start,
     StartAnswer,
     StartResult,
-    broker_dirs,
-)
-from ..plan.reassignment import (
-    TP,
-    Delete,
-    PartView,
-    PreferDir,
-    RecordDirs,
     Tell,
     Throttle,
     ThrottleSeen,
     TopicView,
     WritePartition,
+    broker_dirs,
 )
 from ..plan.rebalance import cluster_fingerprint
 from ..plan.scale_down import replicas_per_broker
@@ -298,6 +293,7 @@ class OurBrokersReassignments:
             size=bc.spec.replicas,
             dir_names=tuple(d.name for d in bc.spec.log_dirs),
             brokers={b: broker_dirs(b, d) if d is not None else None for b, d in describes.items()},
+            broker_ids=frozenset(range(bc.spec.replicas)),
         )
 
     def serialized(self) -> contextlib.AbstractAsyncContextManager[object]:

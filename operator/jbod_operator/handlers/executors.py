@@ -33,29 +33,27 @@ from ..models.kafka_cluster import KafkaCluster
 from ..models.reassignment import PartitionReassignment
 from ..models.snapshot import ClusterSnapshot
 from ..plan.execution import (
-    ClusterRecord,
-    ClusterSeen,
     ClusterSnapshots,
     ClusterUnusable,
     LogDirMoveExecutor,
-    PartitionsSeen,
     ReassignmentExecutor,
 )
-from ..plan.logdirmove import (
+from ..plan.port_types import (
     BrokerDirs,
     CancelMoves,
+    ClusterRecord,
+    ClusterSeen,
     Cordon,
+    Delete,
+    PartitionsSeen,
+    PreferDir,
+    RecordDirs,
     RecordInTopic,
     Resend,
     SetThrottle,
     Start,
     StartAnswer,
     StartResult,
-)
-from ..plan.reassignment import (
-    Delete,
-    PreferDir,
-    RecordDirs,
     Tell,
     Throttle,
     ThrottleSeen,

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from ..clients.kafka_admin import KafkaAdmin, KafkaAdminError, KafkaConnection
 from ..clients.kube import KAFKA_CLUSTERS, SECRETS, KubeClient
+from ..control.kafka_reads import read_log_dirs
 from ..models.kafka_cluster import FromSecret, KafkaCluster, KafkaClusterSpec
 from ..plan.conditions import iso
 from ..plan.kafka_cluster import KafkaObservation, decide_status
@@ -117,8 +118,7 @@ async def observe(ctx: Ctx, key: tuple[str, str], spec: KafkaClusterSpec) -> Kaf
         if broker.fenced:
             continue
         try:
-            (read,) = await admin.describe_log_dirs([broker.broker_id])
-            dirs[broker.broker_id] = read
+            dirs[broker.broker_id] = await read_log_dirs(admin, broker.broker_id)
         except KafkaAdminError as exc:
             dirs[broker.broker_id] = exc.error
     return KafkaObservation(

@@ -24,21 +24,16 @@ from ..clients.kube import LOG_DIR_MOVES, KubeClient
 from ..models import LogDirMove, LogDirMoveStatus
 from ..models.log_dir_move import ENDED_PHASES, ENDED_REPLICA_STATES
 from ..plan.execution import ActionFailed, ClusterUnusable, LogDirMoveExecutor
-from ..plan.logdirmove import (
-    Action,
+from ..plan.logdirmove import Action, Observed, advance, is_followed, moving_by_broker, settle
+from ..plan.port_types import (
     BrokerDirs,
     CancelMoves,
     Cordon,
-    Observed,
     RecordInTopic,
     Resend,
     SetThrottle,
     Start,
     StartResult,
-    advance,
-    is_followed,
-    moving_by_broker,
-    settle,
 )
 from .context import Ctx, post_events, unless_stopped
 from .executors import log_dir_moves_on

@@ -30,29 +30,26 @@ from ..clients.kube import LOG_DIR_MOVES, REASSIGNMENTS, KubeClient
 from ..models import LogDirMove, PartitionReassignment
 from ..models.log_dir_move import ENDED_REPLICA_STATES, ReplicaState
 from ..models.reassignment import ENDED_PHASES, PartitionReassignmentStatus
-from ..plan.execution import (
-    ActionFailed,
-    ClusterSeen,
-    ClusterUnusable,
-    ReassignmentExecutor,
-    RecordChanged,
-)
-from ..plan.reassignment import (
+from ..plan.execution import ActionFailed, ClusterUnusable, ReassignmentExecutor, RecordChanged
+from ..plan.port_types import (
     TP,
-    Action,
-    Decision,
+    ClusterSeen,
     Delete,
-    Observed,
     PreferDir,
     RecordDirs,
     Tell,
     Throttle,
     TopicView,
     WritePartition,
+)
+from ..plan.reassignment import (
+    Action,
+    Decision,
+    Observed,
     advance,
     recorded_first,
-    throttles_to_lift,
 )
+from ..plan.reassignment_throttles import throttles_to_lift
 from . import failpoints
 from .context import Ctx, post_events, unless_stopped
 from .executors import reassignments_on
@@ -165,6 +162,7 @@ async def observe(
         pr,
         now,
         cluster_size=seen.size,
+        broker_ids=seen.broker_ids,
         live=live,
         topics=parts.topics,
         brokers=seen.brokers,

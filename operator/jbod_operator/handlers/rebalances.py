@@ -40,7 +40,8 @@ from ..models.rebalance import CHILD_LABEL, COMMAND_ANNOTATION, RebalancePhase
 from ..plan import proposal_configmap
 from ..plan import rebalance as rp
 from ..plan.conditions import iso
-from ..plan.execution import ClusterRecord, ClusterSnapshots, ClusterUnusable
+from ..plan.execution import ClusterSnapshots, ClusterUnusable
+from ..plan.port_types import ClusterRecord
 from .balance import metric_history
 from .context import Ctx, post_events, unless_stopped
 from .executors import snapshots_of

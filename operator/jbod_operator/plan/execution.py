@@ -10,6 +10,8 @@ resolves an adapter for the named cluster, observes through it, lets the plan de
 the plan's actions out through it and writes its resource's status once. What is read from the
 operator's own resources (the other LogDirMoves and PartitionReassignments, which claim
 partitions and share the per-broker budget) stays in the handler: it is the same for both.
+What the methods return and take (the observations, the actions) is ``plan.port_types``, the
+port's one vocabulary: the adapters import it, not the planners.
 
 Each Protocol method names the Kafka Admin API calls an adapter over Kafka's controller would
 make; that column is checked by review only (no test can show an unwritten adapter could be
@@ -100,40 +102,38 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from jbod_broker import wire
 
 from ..models.reassignment import PartitionReassignment
 from ..models.snapshot import ClusterSnapshot
-from .logdirmove import (
+from .port_types import (
     BrokerDirs,
     CancelMoves,
+    ClusterRecord,
+    ClusterSeen,
     Cordon,
+    Delete,
+    PartitionsSeen,
+    PreferDir,
+    RecordDirs,
     RecordInTopic,
     Resend,
     SetThrottle,
     Start,
     StartResult,
-)
-from .reassignment import (
-    TP,
-    Delete,
-    PreferDir,
-    RecordDirs,
     Tell,
     Throttle,
     ThrottleSeen,
-    TopicView,
     WritePartition,
 )
 
 
 class LogDirMoveExecutor(Protocol):
-    """Where a LogDirMove's steps run: observe-side methods return ``plan.logdirmove``'s
-    observed models, act-side ones take its actions (the module docstring maps each to the
-    Admin API)."""
+    """Where a LogDirMove's steps run: observe-side methods return what
+    ``plan.logdirmove.Observed`` is made of, act-side ones take its actions (both
+    ``plan.port_types``; the module docstring maps each to the Admin API)."""
 
     async def cluster_size(self) -> int | None:
         """How many brokers the cluster has; None when the cluster does not exist."""
@@ -213,38 +213,11 @@ class ActionFailed(Exception):
     done."""
 
 
-@dataclass(frozen=True)
-class ClusterSeen:
-    """What a PartitionReassignment pass reads of the cluster before it takes the lock."""
-
-    size: int
-    """How many brokers it has (``Observed.cluster_size``)."""
-    dir_names: tuple[str, ...]
-    """The log dir names every broker has (``Observed.cluster_dirs``)."""
-    brokers: Mapping[int, BrokerDirs | None]
-    """Each broker's dirs (None: it did not answer)."""
-
-
-@dataclass(frozen=True)
-class PartitionsSeen:
-    """The partition state of record of the cluster, as ``plan.reassignment`` reads it."""
-
-    topics: Mapping[str, TopicView]
-    """By Kafka name: the wanted topics that exist."""
-    busy: Mapping[int, int] = field(default_factory=dict)
-    """Per broker: replicas being added or removed for another reassignment."""
-    claims: Mapping[TP, str] = field(default_factory=dict)
-    """Partitions another reassignment is moving, with its kind and name."""
-    others_in_flight: int = 0
-    """How many partitions other reassignments move anywhere in the cluster (counted against
-    the partition limit)."""
-
-
 class ReassignmentExecutor(Protocol):
     """Where a PartitionReassignment's steps run: observe-side methods return the models
-    ``plan.reassignment.Observed`` is made of, act-side ones take its actions, called by the
-    handler in the order that plan's docstring gives (the module docstring maps each to the
-    Admin API)."""
+    ``plan.reassignment.Observed`` is made of, act-side ones take its actions (both
+    ``plan.port_types``), called by the handler in the order that plan's docstring gives (the
+    module docstring maps each to the Admin API)."""
 
     async def cluster(self) -> ClusterSeen | None:
         """The cluster's size, dir names and each broker's dirs; None when it does not exist."""
@@ -303,22 +276,6 @@ class ReassignmentExecutor(Protocol):
     async def announce(self) -> None:
         """After partitions were recorded: every live broker learns the new metadata."""
         ...
-
-
-@dataclass(frozen=True)
-class ClusterRecord:
-    """What a Rebalance pass reads of its cluster besides a snapshot."""
-
-    size: int
-    """The plans' cluster size: every broker id is below it."""
-    dir_names: tuple[str, ...]
-    """The log dir names brokers have (by the spec where there is one), for the spec's checks
-    while no broker was described."""
-    fingerprint: Mapping[str, str]
-    """What placement depends on, per object (``plan.rebalance.fingerprint_of``)."""
-    held: Mapping[int, int]
-    """Per broker, the replicas the state of record puts on it (a remove-brokers Rebalance
-    is done when its brokers hold none)."""
 
 
 class ClusterSnapshots(Protocol):

@@ -31,17 +31,25 @@ from ..models.kafka_cluster import (
     KafkaLogDirStatus,
 )
 from .conditions import set_condition
-from .kafka_types import BrokerLogDirs, ClusterDescription
+from .kafka_types import BrokerLogDirs, ClusterDescription, KafkaErrorName
 
 READY = "Ready"
 REACHABLE = "Reachable"
 DEGRADED = "Degraded"
 
 AUTHENTICATION_ERRORS = frozenset(
-    {"SASL_AUTHENTICATION_FAILED", "ILLEGAL_SASL_STATE", "UNSUPPORTED_SASL_MECHANISM"}
+    {
+        KafkaErrorName.SASL_AUTHENTICATION_FAILED.value,
+        KafkaErrorName.ILLEGAL_SASL_STATE.value,
+        KafkaErrorName.UNSUPPORTED_SASL_MECHANISM.value,
+    }
 )
 AUTHORIZATION_ERRORS = frozenset(
-    {"CLUSTER_AUTHORIZATION_FAILED", "TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED"}
+    {
+        KafkaErrorName.CLUSTER_AUTHORIZATION_FAILED.value,
+        KafkaErrorName.TOPIC_AUTHORIZATION_FAILED.value,
+        KafkaErrorName.GROUP_AUTHORIZATION_FAILED.value,
+    }
 )
 UNREACHABLE_ERRORS = frozenset(
     {
@@ -49,7 +57,7 @@ UNREACHABLE_ERRORS = frozenset(
         "KafkaTimeoutError",
         "KafkaConnectionError",
         "NodeNotReadyError",
-        "REQUEST_TIMED_OUT",
+        KafkaErrorName.REQUEST_TIMED_OUT.value,
         "SSLError",
     }
 )

@@ -11,7 +11,7 @@ from jbod_broker import wire
 
 from ..models.snapshot import ClusterSnapshot
 from .kafka_types import BrokerLogDirs, ClusterDescription, LogDir, TopicMetadata
-from .logdirmove import BrokerDirs, Dir
+from .port_types import BrokerDirs, Dir
 from .snapshot import RecordedPartition, assemble
 
 
@@ -39,8 +39,9 @@ def kafka_broker_dirs(read: BrokerLogDirs) -> BrokerDirs:
 
 def cluster_size_of(brokers: Iterable[int]) -> int:
     """The plans' cluster size for Kafka's broker ids (not dense from 0 as ours are): ids up
-    to the highest pass the plans' range checks; a missing one is never live, so a step or a
-    move to it waits and says so."""
+    to the highest pass the plans' range checks. A PartitionReassignment checks each id
+    against the ids DescribeCluster lists (``ClusterSeen.broker_ids``) instead: one below the
+    highest that no broker has is refused, as one above it is."""
     return max(brokers, default=-1) + 1
 
 

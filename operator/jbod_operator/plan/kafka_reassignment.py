@@ -25,8 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .kafka_types import OngoingReassignment, ReplicaKey, TopicMetadata
-from .logdirmove import BrokerDirs
-from .reassignment import TP, PartView, Throttle, ThrottleSeen, TopicView, WritePartition
+from .port_types import TP, BrokerDirs, PartView, Throttle, ThrottleSeen, TopicView, WritePartition
 
 FOREIGN = "a Kafka reassignment this resource did not start"
 """Who moves a partition whose reassignment Kafka lists and this resource's status does not."""

@@ -109,6 +109,30 @@ class OngoingReassignment:
     removing: tuple[int, ...]
 
 
+class KafkaErrorName(enum.StrEnum):
+    """Kafka's protocol names of the errors the operator decides on, one spelling each: what
+    :class:`~jbod_operator.clients.kafka_admin.KafkaAdminError` carries and the Admin API's
+    per-item answers give (a test checks each is the name of one of kafka-python's error
+    classes, which are Kafka's). A ``StrEnum``: a name read from Kafka compares equal."""
+
+    REPLICA_NOT_AVAILABLE = "REPLICA_NOT_AVAILABLE"
+    """AlterReplicaLogDirs: the broker does not host the replica (yet)."""
+    NOT_LEADER_FOR_PARTITION = "NOT_LEADER_FOR_PARTITION"
+    """Code 6, Kafka's NOT_LEADER_OR_FOLLOWER since KIP-392, by the name kafka-python still
+    gives it (the one its answers carry: ``NOT_LEADER_OR_FOLLOWER`` never matched)."""
+    NO_REASSIGNMENT_IN_PROGRESS = "NO_REASSIGNMENT_IN_PROGRESS"
+    """AlterPartitionReassignments: a cancel of a partition with nothing in flight."""
+    ELECTION_NOT_NEEDED = "ELECTION_NOT_NEEDED"
+    """ElectLeaders: the preferred replica leads already."""
+    REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
+    SASL_AUTHENTICATION_FAILED = "SASL_AUTHENTICATION_FAILED"
+    ILLEGAL_SASL_STATE = "ILLEGAL_SASL_STATE"
+    UNSUPPORTED_SASL_MECHANISM = "UNSUPPORTED_SASL_MECHANISM"
+    CLUSTER_AUTHORIZATION_FAILED = "CLUSTER_AUTHORIZATION_FAILED"
+    TOPIC_AUTHORIZATION_FAILED = "TOPIC_AUTHORIZATION_FAILED"
+    GROUP_AUTHORIZATION_FAILED = "GROUP_AUTHORIZATION_FAILED"
+
+
 class ConfigKind(enum.StrEnum):
     """The config resources the reassignment and move adapters touch."""
 

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from jbod_broker import wire
-from jbod_broker.storage.room import DirSpace, Headroom, RoomVerdict, check_room
 
 from ..models import Condition, LogDirMove, LogDirMoveSpec, LogDirMoveStatus
 from ..models.log_dir_move import (
@@ -31,6 +29,18 @@ from ..models.log_dir_move import (
 )
 from .conditions import iso, parse_iso, set_condition
 from .machine import IllegalTransitionError, transition
+from .port_types import (
+    BrokerDirs,
+    CancelMoves,
+    Cordon,
+    RecordInTopic,
+    ReplicaKey,
+    Resend,
+    SetThrottle,
+    Start,
+    StartAnswer,
+    StartResult,
+)
 
 Phase = MovePhase
 State = ReplicaState
@@ -82,70 +92,6 @@ class NoRoomError(MoveSpecError):
     reason = "InsufficientSpace"
 
 
-@dataclass(frozen=True)
-class Dir:
-    name: str
-    path: str
-    live: bool
-    cordoned: bool
-    usable_bytes: int
-    replicas: dict[tuple[str, int], int]
-    """(topic, partition) → size, current replicas only."""
-    futures: frozenset[tuple[str, int]] = frozenset()
-    total_bytes: int = 0
-    reserved_bytes: int = 0
-    """What moves and new replicas in flight to it still have to write (the broker's figure)."""
-    headroom_bytes: int = 0
-    """What the broker keeps free on it."""
-    can_cordon: bool = True
-    """Whether its broker can cordon it (ours always; Apache Kafka from 4.3, KIP-1066)."""
-
-    def room_for(self, need_bytes: int) -> RoomVerdict:
-        """The broker's own rule, with the figures the broker reported."""
-        space = DirSpace(self.path, self.total_bytes, self.usable_bytes, self.reserved_bytes)
-        return check_room(space, need_bytes, Headroom(bytes=self.headroom_bytes))
-
-
-@dataclass(frozen=True)
-class BrokerDirs:
-    broker: int
-    dirs: tuple[Dir, ...]
-
-    def locate(self, topic: str, partition: int) -> Dir | None:
-        return next((d for d in self.dirs if (topic, partition) in d.replicas), None)
-
-    def find(self, ref: str) -> Dir | None:
-        """A dir by its BrokerCluster name (``a``), folder name (``data-a``) or absolute path."""
-        return next((d for d in self.dirs if wire.refers_to_log_dir(ref, d.path)), None)
-
-    def has_future(self, key: tuple[str, int]) -> bool:
-        return any(key in d.futures for d in self.dirs)
-
-
-def broker_dirs(broker: int, desc: wire.DescribeLogDirsResponse) -> BrokerDirs:
-    dirs = []
-    for d in desc.log_dirs:
-        dirs.append(
-            Dir(
-                name=wire.log_dir_short_name(d.path),
-                path=d.path,
-                live=d.is_live,
-                cordoned=d.cordoned,
-                usable_bytes=d.usable_bytes,
-                replicas={(p.topic, p.partition): p.size for p in d.partitions if not p.is_future},
-                futures=frozenset((p.topic, p.partition) for p in d.partitions if p.is_future),
-                total_bytes=d.total_bytes,
-                reserved_bytes=d.reserved_bytes,
-                headroom_bytes=d.headroom_bytes,
-            )
-        )
-    return BrokerDirs(broker, tuple(dirs))
-
-
-ReplicaKey = tuple[int, str, int]
-"""(broker, topic, partition)."""
-
-
 def key_of(e: ReplicaMoveStatus) -> ReplicaKey:
     return (e.broker_id, e.topic, e.partition)
 
@@ -176,72 +122,7 @@ class Observed:
 # -- decisions ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Cordon:
-    """Cordon (or lift the cordon of) a drained dir: no new replica lands there."""
-
-    drain: Drain
-    on: bool
-
-
-@dataclass(frozen=True)
-class SetThrottle:
-    """``intra.broker.throttled.rate`` on these brokers (0 lifts it)."""
-
-    brokers: tuple[int, ...]
-    rate: int
-
-
-@dataclass(frozen=True)
-class CancelMoves:
-    """Destination "any" for each replica: the broker stops the copy, drops the future."""
-
-    replicas: tuple[ReplicaKey, ...]
-
-
-@dataclass(frozen=True)
-class Resend:
-    """Ask again for a move the broker forgot (it restarted): idempotent, answer unused."""
-
-    replica: ReplicaKey
-    target: str
-
-
-@dataclass(frozen=True)
-class Start:
-    """Start a pending replica's move; its answer goes to :func:`settle`."""
-
-    replica: ReplicaKey
-    target: str
-
-
-@dataclass(frozen=True)
-class RecordInTopic:
-    """Write the replica's new dir into its Topic's status (the partition state of record)."""
-
-    replica: ReplicaKey
-    path: str
-
-
 Action = Cordon | SetThrottle | CancelMoves | Resend | Start | RecordInTopic
-
-
-class StartAnswer(StrEnum):
-    """How a broker answered a :class:`Start`."""
-
-    ACCEPTED = "Accepted"
-    BROKER_AWAY = "BrokerAway"
-    """It could not be reached (restarting): try again on the next pass."""
-    NOT_THERE_YET = "NotThereYet"
-    """REPLICA_NOT_AVAILABLE: KIP-113 says wait for it up to replicaWaitSeconds."""
-    REFUSED = "Refused"
-
-
-@dataclass(frozen=True)
-class StartResult:
-    replica: ReplicaKey
-    answer: StartAnswer
-    message: str = ""
 
 
 Event = tuple[str, str, str]
@@ -823,24 +704,13 @@ __all__ = [
     "PHASE_TRANSITIONS",
     "REPLICA_TRANSITIONS",
     "Action",
-    "BrokerDirs",
-    "CancelMoves",
-    "Cordon",
     "Decision",
-    "Dir",
     "IllegalTransitionError",
     "MoveSpecError",
     "NoRoomError",
     "Observed",
-    "RecordInTopic",
     "ReplicaTarget",
-    "Resend",
-    "SetThrottle",
-    "Start",
-    "StartAnswer",
-    "StartResult",
     "advance",
-    "broker_dirs",
     "conflicts",
     "drain_left",
     "expand_drain",

@@ -32,14 +32,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from jbod_broker import wire
-
 from ..models.common import Condition
 from ..models.reassignment import (
     ENDED_PHASES,
     MAX_DETAIL,
     BatchEntry,
-    OriginalAssignment,
     PartitionPhase,
     PartitionReassignment,
     PartitionReassignmentStatus,
@@ -49,12 +46,38 @@ from ..models.reassignment import (
 from . import reassignment_steps as steps
 from .conditions import iso, parse_iso, set_condition
 from .election import NO_LEADER
-from .logdirmove import BrokerDirs
 from .machine import transition
+from .port_types import (
+    TP,
+    BrokerDirs,
+    Delete,
+    PartView,
+    PreferDir,
+    RecordDirs,
+    Tell,
+    Throttle,
+    ThrottleSeen,
+    TopicView,
+    WritePartition,
+)
+from .reassignment_goals import (
+    Goal,
+    goals,
+    goals_for_run,
+    original_goals,
+    originals,
+)
+from .reassignment_progress import (
+    bytes_moved_now,
+    partition_size,
+    progress_percent,
+    rate_and_eta,
+    totals,
+)
+from .reassignment_throttles import plan_throttles, scope_of, throttles_to_lift
 
 Phase = ReassignmentPhase
 PState = PartitionPhase
-TP = tuple[str, int]
 
 PHASE_TRANSITIONS: Mapping[tuple[Phase | None, Phase], str] = {
     (None, Phase.PENDING): "accepted: every partition checked, originals recorded",
@@ -115,111 +138,7 @@ had already ended when the cancel came never drops them)."""
 TROUBLE = frozenset({PState.WAITING})
 
 
-class ReassignmentSpecError(ValueError):
-    """A PartitionReassignment that can never work as written (the message says why)."""
-
-
 # -- observations -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PartView:
-    """One ``Topic.status.partitions[]`` entry, typed: the partition state of record."""
-
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-    dirs: tuple[str | None, ...]
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    partition_epoch: int
-    adding: tuple[int, ...] = ()
-    removing: tuple[int, ...] = ()
-    target: tuple[int, ...] = ()
-    reassigned_by: str | None = None
-
-    @classmethod
-    def from_status(cls, topic: str, s: Mapping[str, Any]) -> PartView:
-        return cls(
-            topic=topic,
-            partition=int(s["partition"]),
-            replicas=tuple(int(r["brokerId"]) for r in s["replicas"]),
-            dirs=tuple(r.get("logDir") for r in s["replicas"]),
-            leader=int(s["leader"]),
-            leader_epoch=int(s["leaderEpoch"]),
-            isr=tuple(int(x) for x in s["isr"]),
-            partition_epoch=int(s.get("partitionEpoch", 0)),
-            adding=tuple(int(x) for x in s.get("addingReplicas") or ()),
-            removing=tuple(int(x) for x in s.get("removingReplicas") or ()),
-            target=tuple(int(x) for x in s.get("targetReplicas") or ()),
-            reassigned_by=s.get("reassignedBy"),
-        )
-
-    def to_status(self, s: Mapping[str, Any]) -> dict[str, Any]:
-        """``s`` (the entry as read) with this view's fields written over it."""
-        out: dict[str, Any] = {
-            **s,
-            "replicas": [
-                {"brokerId": b, **({"logDir": d} if d else {})}
-                for b, d in zip(self.replicas, self.dirs, strict=True)
-            ],
-            "leader": self.leader,
-            "leaderEpoch": self.leader_epoch,
-            "isr": list(self.isr),
-            "partitionEpoch": self.partition_epoch,
-            "addingReplicas": list(self.adding),
-            "removingReplicas": list(self.removing),
-            "targetReplicas": list(self.target),
-        }
-        out.pop("reassignedBy", None)
-        if self.reassigned_by:
-            out["reassignedBy"] = self.reassigned_by
-        return out
-
-    @property
-    def key(self) -> TP:
-        return (self.topic, self.partition)
-
-    @property
-    def deleting(self) -> bool:
-        """After a shrink (or a cancelled step): dropped replicas whose deletion is pending."""
-        return bool(self.removing) and not set(self.removing) & set(self.replicas)
-
-    @property
-    def in_step(self) -> bool:
-        """A step written and not shrunk yet (new replicas catching up)."""
-        return bool(self.adding) or (bool(self.removing) and not self.deleting)
-
-    def dir_of(self, broker: int) -> str | None:
-        for b, d in zip(self.replicas, self.dirs, strict=True):
-            if b == broker:
-                return d
-        return None
-
-
-@dataclass(frozen=True)
-class TopicView:
-    resource: str
-    """The Topic resource's ``metadata.name`` (what the handler writes)."""
-    name: str
-    """The Kafka name."""
-    min_isr: int
-    partitions: Mapping[int, PartView]
-    deleting: bool = False
-
-
-@dataclass(frozen=True)
-class ThrottleSeen:
-    """A broker's replication throttle as the broker (or Kafka's DescribeConfigs) reports it:
-    what the end of a reassignment checks it lifted, whatever its status lists."""
-
-    rate: int
-    """The throttled rate (0: none)."""
-    replicas: frozenset[TP]
-    """The replicas its throttle applies to, as leader or as follower (on Kafka: of the
-    topics the reassignment names, the ones whose throttled-replica lists name this
-    broker)."""
 
 
 @dataclass(frozen=True)
@@ -253,74 +172,21 @@ class Observed:
     cluster_problem: tuple[str, str] | None = None
     """(reason, message) when the named cluster cannot be worked on now (``cluster_size`` is
     then None): two clusters of that name, Kafka unreachable, its credentials missing."""
+    broker_ids: frozenset[int] | None = None
+    """The ids of the brokers the cluster has, up or down: on Kafka the ones DescribeCluster
+    lists (fenced ones too: Kafka's controller takes a registered broker, down or not, in a
+    reassignment, and refuses any other id); None: ``0 .. cluster_size - 1``, a
+    BrokerCluster's."""
+
+    @property
+    def cluster_brokers(self) -> frozenset[int]:
+        """The brokers the cluster has (``broker_ids``, else a BrokerCluster's dense ids)."""
+        if self.broker_ids is not None:
+            return self.broker_ids
+        return frozenset(range(self.cluster_size or 0))
 
 
 # -- actions ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class WritePartition:
-    """Write this entry into its Topic's status (first: the state of record)."""
-
-    topic_resource: str
-    view: PartView
-
-
-@dataclass(frozen=True)
-class PreferDir:
-    """KIP-113: the broker creates the replica it does not hold yet in this dir."""
-
-    broker: int
-    topic: str
-    partition: int
-    log_dir: str
-
-
-@dataclass(frozen=True)
-class Tell:
-    """LeaderAndIsr of the written entry to ``brokers`` (``new`` ones as new replicas)."""
-
-    topic: str
-    partition: int
-    brokers: frozenset[int]
-    new: frozenset[int] = frozenset()
-
-
-@dataclass(frozen=True)
-class Delete:
-    """StopReplica with delete: a dropped replica goes away."""
-
-    broker: int
-    topic: str
-    partition: int
-
-
-@dataclass(frozen=True)
-class Throttle:
-    """Replication throttles on one broker: the rate and the replicas it applies to, as
-    leader and as follower (Kafka's throttled-replicas configs); rate 0 and empty sets lift
-    it."""
-
-    broker: int
-    rate: int
-    leader_replicas: frozenset[TP]
-    follower_replicas: frozenset[TP]
-    scope: frozenset[TP] = frozenset()
-    """The partitions of the resource that sets it: what it replaces of the broker's
-    throttled replicas (the others, another reassignment's, are kept)."""
-
-
-@dataclass(frozen=True)
-class RecordDirs:
-    """The partition state of record follows its replicas: each ``(broker, path)`` is where
-    that broker's describe-log-dirs shows the replica, which the Topic's status did not say
-    (a replica created with "any", or moved in place to its named dir). Nothing is sent to a
-    broker: the record only catches up with what the brokers hold."""
-
-    topic_resource: str
-    topic: str
-    partition: int
-    dirs: tuple[tuple[int, str], ...]
 
 
 Action = WritePartition | PreferDir | Tell | Delete | Throttle | RecordDirs
@@ -333,141 +199,6 @@ class Decision:
     actions: tuple[Action, ...] = ()
     active: bool = False
     """Whether the handler should keep following it (something may still change)."""
-
-
-# -- the goal and the checks --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Goal:
-    replicas: tuple[int, ...]
-    dirs: tuple[str | None, ...]
-    """Per replica: the named dir (resolved to its BrokerCluster name), None for "any"."""
-
-
-def _resolve_dir(ref: str, broker: int, obs: Observed) -> str | None:
-    """The path of the dir ``ref`` names on ``broker`` (None for "any"); raises when it is not
-    a usable dir. A broker that did not describe its dirs is checked against the
-    BrokerCluster's dir names, and the name is kept until its path is known."""
-    if ref == wire.ANY_LOG_DIR:
-        return None
-    bd = obs.brokers.get(broker)
-    if bd is not None:
-        d = bd.find(ref)
-        if d is None:
-            raise ReassignmentSpecError(f"broker {broker} has no log dir {ref!r}")
-        if not d.live:
-            raise ReassignmentSpecError(f"log dir {d.name} of broker {broker} is offline")
-        if d.cordoned:
-            raise ReassignmentSpecError(
-                f"log dir {d.name} of broker {broker} is cordoned (being drained)"
-            )
-        return d.path
-    for name in obs.cluster_dirs:
-        if ref in (name, wire.log_dir_folder(name)):
-            return name
-    raise ReassignmentSpecError(f"broker {broker} has no log dir {ref!r}")
-
-
-def goals(obs: Observed) -> tuple[dict[TP, Goal], list[str]]:
-    """Every partition's final target with its dirs, and what is wrong with the spec."""
-    spec = obs.pr.spec
-    size = obs.cluster_size or 0
-    out: dict[TP, Goal] = {}
-    errors: list[str] = []
-    for t in spec.partitions:
-        where = f"{t.topic}-{t.partition}"
-        tv = obs.topics.get(t.topic)
-        if tv is None:
-            errors.append(f"{where}: topic {t.topic!r} does not exist in cluster")
-            continue
-        if tv.deleting:
-            errors.append(f"{where}: topic {t.topic!r} is being deleted")
-            continue
-        pv = tv.partitions.get(t.partition)
-        if pv is None:
-            errors.append(f"{where}: topic {t.topic!r} has no partition {t.partition}")
-            continue
-        bad = [b for b in t.replicas if b >= size]
-        if bad:
-            errors.append(f"{where}: broker {bad[0]} does not exist (brokers 0-{size - 1})")
-            continue
-        if len(set(t.replicas)) != len(t.replicas):
-            errors.append(f"{where}: replicas {t.replicas} name a broker twice")
-            continue
-        # A step this resource wrote before a crash (a new operator accepts it again) has
-        # added replicas that are not the partition's own yet.
-        settled = [b for b in pv.replicas if b not in pv.adding]
-        if len(t.replicas) != len(settled) and not spec.allow_replication_factor_change:
-            errors.append(
-                f"{where}: the target has {len(t.replicas)} replicas, the partition "
-                f"{len(settled)}; set allowReplicationFactorChange to change it"
-            )
-            continue
-        if len(t.replicas) < tv.min_isr:
-            errors.append(
-                f"{where}: {len(t.replicas)} target replicas are fewer than the topic's "
-                f"min.insync.replicas {tv.min_isr}"
-            )
-            continue
-        other = obs.claims.get((t.topic, t.partition))
-        if other is not None:
-            errors.append(f"{where}: {other} is moving this partition")
-            continue
-        refs = t.log_dirs or [wire.ANY_LOG_DIR] * len(t.replicas)
-        try:
-            dirs = tuple(_resolve_dir(r, b, obs) for b, r in zip(t.replicas, refs, strict=True))
-        except ReassignmentSpecError as e:
-            errors.append(f"{where}: {e}")
-            continue
-        out[(t.topic, t.partition)] = Goal(tuple(t.replicas), dirs)
-    return out, errors
-
-
-def originals(obs: Observed) -> list[OriginalAssignment]:
-    """What cancel and rollback walk back to: replicas in order, with their dirs, each dir
-    where its broker's describe-log-dirs shows the replica (the record's only for a broker
-    that did not answer): the record lagged a replica moved in place, and a rollback that
-    trusted it moved replicas into dirs they had never been in."""
-    out = []
-    for t in obs.pr.spec.partitions:
-        pv = obs.topics[t.topic].partitions[t.partition]
-        reps = [b for b in pv.replicas if b not in pv.adding]
-        dirs = [_held_in(obs, pv, b) for b in reps]
-        out.append(
-            OriginalAssignment(
-                topic=t.topic,
-                partition=t.partition,
-                replicas=reps,
-                log_dirs=[wire.log_dir_short_name(d) if d else wire.ANY_LOG_DIR for d in dirs]
-                if any(dirs)
-                else None,
-            )
-        )
-    return out
-
-
-def _held_in(obs: Observed, pv: PartView, broker: int) -> str | None:
-    """The dir ``broker`` holds ``pv``'s replica in: its describe-log-dirs, else the record."""
-    bd = obs.brokers.get(broker)
-    here = bd.locate(*pv.key) if bd is not None else None
-    return here.path if here is not None else pv.dir_of(broker)
-
-
-def _original_goals(status: PartitionReassignmentStatus, obs: Observed) -> dict[TP, Goal]:
-    """Where cancel and rollback lead: the original replicas in order, each in its dir (the
-    recorded name resolved to its path; a dir no longer usable is left to the broker)."""
-    out = {}
-    for o in status.original or []:
-        refs = o.log_dirs or [wire.ANY_LOG_DIR] * len(o.replicas)
-        dirs: list[str | None] = []
-        for b, r in zip(o.replicas, refs, strict=True):
-            try:
-                dirs.append(_resolve_dir(r, b, obs))
-            except ReassignmentSpecError:
-                dirs.append(None)
-        out[(o.topic, o.partition)] = Goal(tuple(o.replicas), tuple(dirs))
-    return out
 
 
 # -- one pass -----------------------------------------------------------------------------
@@ -577,7 +308,7 @@ def _ended(p: _Pass) -> Decision:
     """An ended reassignment changes nothing, but lifts the throttles its end could not
     reach (a broker not live then, listed in ``throttledBrokers``; or one whose throttle, as
     read, still names its partitions), and is followed until none is left."""
-    scope = _scope(p.obs.pr)
+    scope = scope_of(p.obs.pr)
     seen = any(t.replicas & scope for t in p.obs.throttles.values())
     if p.obs.cluster_size is None or not (throttles_to_lift(p.status) or seen):
         return Decision(p.status, (), (), throttles_to_lift(p.status))
@@ -678,7 +409,7 @@ def _run(p: _Pass, phase: Phase) -> Decision:
     # has no edge to RollingBack): it starts from Cancelled, on the next pass.
     rolling = (spec.rollback and phase != Phase.CANCELLING) or phase == Phase.ROLLING_BACK
     cancelling = not rolling and (spec.cancel or phase == Phase.CANCELLING)
-    original = _original_goals(p.status, p.obs)
+    original = original_goals(p.status, p.obs)
     targets = goals_for_run(p.obs)
     if rolling:
         goal_of = original
@@ -825,23 +556,6 @@ def _ended_by_elections(p: _Pass, in_flight: Sequence[TP], goal_of: Mapping[TP, 
         if goal is None or _at(p.wrote[key], goal):
             return False
     return True
-
-
-def goals_for_run(obs: Observed) -> dict[TP, Goal]:
-    """The spec's targets while running. A named dir that stopped being usable after the
-    acceptance (offline, cordoned) is left to the broker's choice for replicas not created
-    yet: the broker never places a replica on an offline or cordoned dir."""
-    out: dict[TP, Goal] = {}
-    for t in obs.pr.spec.partitions:
-        refs = t.log_dirs or [wire.ANY_LOG_DIR] * len(t.replicas)
-        dirs: list[str | None] = []
-        for b, r in zip(t.replicas, refs, strict=True):
-            try:
-                dirs.append(_resolve_dir(r, b, obs))
-            except ReassignmentSpecError:
-                dirs.append(None)
-        out[(t.topic, t.partition)] = Goal(tuple(t.replicas), tuple(dirs))
-    return out
 
 
 def _view(obs: Observed, key: TP) -> PartView | None:
@@ -1219,8 +933,8 @@ def _placed(p: _Pass, pv: PartView, goal: Goal) -> PState:
 def _detail(p: _Pass, key: TP, pv: PartView, goal: Goal, message: str, state: PState) -> None:
     """A partition in flight or in trouble, listed in the status (bounded by MAX_DETAIL)."""
     prev = _previous(p.status).get(key)
-    moved = _bytes_moved_now(p.obs, pv)
-    to_move = _partition_size(p.obs, pv) * len(pv.adding)
+    moved = bytes_moved_now(p.obs.brokers, pv)
+    to_move = partition_size(p.obs.brokers, pv) * len(pv.adding)
     since = iso(p.obs.now)
     if prev is not None and prev.state == state and prev.bytes_moved >= moved and prev.since:
         since = prev.since  # no byte progress since then: Stalled counts from here
@@ -1237,27 +951,6 @@ def _detail(p: _Pass, key: TP, pv: PartView, goal: Goal, message: str, state: PS
         message=message,
         since=since,
     )
-
-
-def _partition_size(obs: Observed, pv: PartView) -> int:
-    """The partition's size: what its leader (else any settled replica) holds."""
-    for b in (pv.leader, *[b for b in pv.replicas if b not in pv.adding]):
-        bd = obs.brokers.get(b)
-        d = bd.locate(*pv.key) if bd is not None else None
-        if d is not None:
-            return d.replicas[pv.key]
-    return 0
-
-
-def _bytes_moved_now(obs: Observed, pv: PartView) -> int:
-    """What the new replicas of the step in flight hold so far."""
-    total = 0
-    for b in pv.adding:
-        bd = obs.brokers.get(b)
-        d = bd.locate(*pv.key) if bd is not None else None
-        if d is not None:
-            total += d.replicas[pv.key]
-    return total
 
 
 # -- batches ------------------------------------------------------------------------------
@@ -1413,66 +1106,24 @@ def _adopt_batch(p: _Pass, in_flight: Sequence[TP]) -> None:
 
 
 def _throttle(p: _Pass, *, active: bool) -> None:
-    """The throttle on the leaders and new followers of the steps catching up; lifted from
-    every broker that may hold it and no longer needs it (from all of them at the end).
-
-    A broker may hold it when the status lists it (:func:`recorded_first` lists a broker
-    before its throttle is set) or when its throttle, as read, names one of this resource's
-    partitions (or has a rate and names nothing: a throttle left of a lift that cleared the
-    lists only). A broker that is not live now keeps its place on the list until a lift
-    reaches it: dropped unlifted, a broker that an operator just taking over had not heard
-    from yet, or a Kafka broker restarting (Kafka keeps the configs), stayed throttled after
-    the end, under a status listing no broker.
-
-    The throttled-replica lists are set even without a throttle (rate 0, no limit): they are
-    how a broker knows which replication is reassignment traffic, so its
-    ReassignmentBytesIn/Out metrics count an unthrottled move too (as Kafka's do)."""
-    obs, spec = p.obs, p.obs.pr.spec
-    scope = _scope(obs.pr)
-    leaders: dict[int, set[TP]] = {}
-    followers: dict[int, set[TP]] = {}
-    if active:
-        for key, state in p.states.items():
-            if state != PState.ADDING:
-                continue
-            # A step started in this pass is in the entry written, not in the one read: its
-            # new replicas fetch as soon as they are told, so they are throttled from now.
-            read = obs.topics[key[0]].partitions[key[1]]
-            pv = _current(p, key)
-            # A step that goes out with its first replica's election (_ended_by_elections) is
-            # served by the leader read until Kafka has elected the one written: both listed.
-            for lead in {pv.leader, read.leader}:
-                if lead >= 0:
-                    leaders.setdefault(lead, set()).add(key)
-            for b in pv.adding:
-                followers.setdefault(b, set()).add(key)
-    rate = spec.throttle_bytes_per_second or 0
-    involved = set(leaders) | set(followers)
-    for b in sorted(involved & obs.live):
-        p.actions.append(
-            Throttle(b, rate, frozenset(leaders.get(b, ())), frozenset(followers.get(b, ())), scope)
-        )
-    held = set(p.status.throttled_brokers) | {
-        b for b, t in obs.throttles.items() if t.replicas & scope or (t.rate and not t.replicas)
+    """The pass' throttles (``plan.reassignment_throttles``): on the steps catching up while
+    ``active``, lifted from every broker that no longer needs them."""
+    obs = p.obs
+    adding = {
+        key: (obs.topics[key[0]].partitions[key[1]], _current(p, key))
+        for key, state in p.states.items()
+        if active and state == PState.ADDING
     }
-    size = obs.cluster_size if obs.cluster_size is not None else 1 << 31
-    lift = {b for b in held - involved if b < size}
-    for b in sorted(lift & obs.live):
-        p.actions.append(Throttle(b, 0, frozenset(), frozenset(), scope))
-    p.status = p.status.model_copy(
-        update={"throttled_brokers": sorted(involved | (lift - obs.live))}
+    plan = plan_throttles(
+        obs.pr,
+        adding,
+        listed=p.status.throttled_brokers,
+        seen=obs.throttles,
+        live=obs.live,
+        cluster_size=obs.cluster_size,
     )
-
-
-def _scope(pr: PartitionReassignment) -> frozenset[TP]:
-    """The partitions ``pr`` names: the replicas its throttles may set and lift."""
-    return frozenset((t.topic, t.partition) for t in pr.spec.partitions)
-
-
-def throttles_to_lift(status: PartitionReassignmentStatus | None) -> bool:
-    """Whether an ended reassignment still lists brokers whose throttle no lift has reached
-    (they were not live at its end): it is followed until one has."""
-    return status is not None and bool(status.throttled_brokers)
+    p.actions.extend(plan.actions)
+    p.status = p.status.model_copy(update={"throttled_brokers": plan.throttled_brokers})
 
 
 # -- the phase and the summary ------------------------------------------------------------
@@ -1577,9 +1228,9 @@ def _finish(p: _Pass, phase: Phase) -> Decision:
     counts: dict[str, int] = {}
     for s in p.states.values():
         counts[s.value] = counts.get(s.value, 0) + 1
-    moved, to_move = _totals(p)
-    rate, eta = _rate(p, moved, to_move)
-    total = sum(counts.values()) or 1
+    moved, to_move = totals(obs.pr, p.status.original or [], obs.topics, obs.brokers)
+    rate, eta = rate_and_eta(p.status.start_time, obs.now, moved, to_move)
+    total = sum(counts.values())
     done = counts.get(PState.DONE.value, 0) + counts.get(PState.GONE.value, 0)
     reason, message = _summary(p, phase, counts)
     update: dict[str, Any] = {
@@ -1589,7 +1240,7 @@ def _finish(p: _Pass, phase: Phase) -> Decision:
         "partitions": _listed(p.detail),
         "bytes_to_move": to_move,
         "bytes_moved": moved,
-        "progress_percent": min(100, 100 * done // total),
+        "progress_percent": progress_percent(moved=moved, to_move=to_move, done=done, total=total),
         "rate_bytes_per_second": rate,
         "eta_seconds": eta,
         "conditions": _conditions(p, phase, reason, message),
@@ -1633,34 +1284,3 @@ def _summary(p: _Pass, phase: Phase, counts: Mapping[str, int]) -> tuple[str, st
     others = p.obs.others_in_flight
     also = f"; {others} partitions moved by other reassignments count against the limits"
     return phase.value, f"{parts or 'nothing to do'}; {batch}{also if others else ''}"
-
-
-def _totals(p: _Pass) -> tuple[int, int]:
-    """Bytes moved and to move: each new replica copies its partition once."""
-    obs = p.obs
-    moved = to_move = 0
-    targets = {(t.topic, t.partition): tuple(t.replicas) for t in obs.pr.spec.partitions}
-    for o in p.status.original or []:
-        tv = obs.topics.get(o.topic)
-        pv = tv.partitions.get(o.partition) if tv else None
-        if pv is None:
-            continue
-        size = _partition_size(obs, pv)
-        new = set(targets.get((o.topic, o.partition), ())) - set(o.replicas)
-        to_move += size * len(new)
-        settled = {b for b in pv.replicas if b not in pv.adding}
-        moved += size * len(new & settled)
-        moved += min(_bytes_moved_now(obs, pv), size * len(set(pv.adding) & new))
-    return moved, to_move
-
-
-def _rate(p: _Pass, moved: int, to_move: int) -> tuple[int | None, int | None]:
-    """The average rate since the start, and the ETA of what is left at that rate."""
-    start = p.status.start_time
-    if start is None:
-        return None, None
-    elapsed = p.obs.now - parse_iso(start, p.obs.now)
-    if elapsed <= 0 or moved <= 0:
-        return None, None
-    rate = int(moved / elapsed)
-    return rate, (int(max(0, to_move - moved) / rate) if rate > 0 else None)

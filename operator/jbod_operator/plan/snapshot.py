@@ -34,7 +34,7 @@ from jbod_broker.wire import DescribeLogDirsResponse
 from ..models.broker_cluster import rack_for
 from ..models.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
 from ..models.topic import kafka_topic_name
-from .logdirmove import BrokerDirs, broker_dirs
+from .port_types import BrokerDirs, broker_dirs
 from .storage_diff import parse_quantity
 
 __all__ = [

@@ -29,7 +29,7 @@ from jbod_broker import wire
 from ...models import kafka_topic_name
 from ...models.common import human_bytes
 from ...models.reassignment import ENDED_PHASES, PartitionPhase
-from ...plan.reassignment import PartView
+from ...plan.port_types import PartView
 
 TP = tuple[str, int]
 
