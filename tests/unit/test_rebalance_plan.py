@@ -256,3 +256,19 @@ def test_a_scale_down_that_waits_leaves_its_brokers_to_a_remove_brokers_rebalanc
     assert rp.check_spec(rebalance(mode="remove-brokers", brokers=[3]), view) == [
         "broker 3 does not exist (brokers 0-2)"
     ]
+
+
+def test_a_kafka_cluster_s_missing_broker_is_refused_whatever_its_id() -> None:
+    """Issue 38: a KafkaCluster of brokers 1-4 has no broker 0; a Rebalance naming it is
+    refused as naming 9 is, and the message names the brokers there are (the spec checks
+    counted 0 to the highest id, so 0 passed and messages said "brokers 0-4")."""
+    view = rp.cluster_view(5, ["a", "b"], None, frozenset({1, 2, 3, 4}))
+    assert 0 not in view.dirs and view.dirs[4] == (("a", "a"), ("b", "b"))
+    for b in (0, 9):
+        assert rp.check_spec(rebalance(mode="add-brokers", brokers=[b]), view) == [
+            f"broker {b} does not exist (brokers 1-4)"
+        ]
+    assert rp.check_spec(rebalance(mode="remove-brokers", brokers=[1, 2, 3, 4]), view) == [
+        "remove-brokers would remove every broker"
+    ]
+    assert rp.check_spec(rebalance(mode="remove-brokers", brokers=[1]), view) == []

@@ -59,4 +59,5 @@ class KafkaSnapshots:
             dir_names=tuple(sorted({d.name for d in snap.log_dirs})),
             fingerprint=snapshot_fingerprint("KafkaCluster", snap),
             held=dict(Counter(r.broker_id for r in snap.replicas)),
+            broker_ids=frozenset(b.id for b in snap.brokers),
         )

@@ -126,7 +126,7 @@ async def observe(
         return rp.Observation(rb=rb, now=time.time(), cluster=None), seen
     snap = await cluster.snapshot(iso(time.time())) if phase is None else None
     obs: dict[str, Any] = {
-        "cluster": rp.cluster_view(rec.size, rec.dir_names, snap),
+        "cluster": rp.cluster_view(rec.size, rec.dir_names, snap, rec.broker_ids),
         "fingerprint": rec.fingerprint,
     }
     if phase == Phase.PENDING_PROPOSAL and st is not None and st.job:

@@ -250,6 +250,9 @@ class ClusterRecord:
     held: Mapping[int, int]
     """Per broker, the replicas the state of record puts on it (a remove-brokers Rebalance
     is done when its brokers hold none)."""
+    broker_ids: frozenset[int] | None = None
+    """The brokers the cluster has, down ones included (None: 0 to ``size`` - 1, a
+    BrokerCluster's). A Kafka cluster's ids need not start at 0 nor be dense."""
 
 
 # -- a LogDirMove's actions and their answers ---------------------------------------------

@@ -65,6 +65,7 @@ from ..models.topic import kafka_topic_name
 from . import rebalance_order as order
 from .conditions import iso, set_condition
 from .machine import transition
+from .port_types import id_ranges
 
 Phase = RebalancePhase
 Command = RebalanceCommand
@@ -127,6 +128,12 @@ class ClusterView:
     dirs: Mapping[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     """Per broker: (name, path) of each log dir (from describe-log-dirs, else the spec's
     names with the name as path)."""
+    ids: frozenset[int] | None = None
+    """The brokers the cluster has (None: 0 to ``size`` - 1)."""
+
+    @property
+    def broker_ids(self) -> frozenset[int]:
+        return self.ids if self.ids is not None else frozenset(range(self.size))
 
 
 @dataclass(frozen=True)
@@ -446,16 +453,19 @@ def band_brokers(rb: Rebalance, measured: Sequence[DiskMeasure]) -> list[DiskMea
 def check_spec(rb: Rebalance, cluster: ClusterView) -> list[str]:
     """What the spec names that the cluster lacks (empty: it can be planned)."""
     spec = rb.spec
-    last = cluster.size - 1
+    ids = cluster.broker_ids
+    # One rule for an id the cluster has never had, whatever its value (as a
+    # PartitionReassignment's, ``plan.reassignment_goals``): refused, naming those it has.
+    exists = f"brokers {id_ranges(ids)}"
     errors = []
     for b in spec.brokers or ():
-        if b >= cluster.size:
-            errors.append(f"broker {b} does not exist (brokers 0-{last})")
-    if spec.mode == RebalanceMode.REMOVE_BROKERS and len(set(spec.brokers or ())) >= cluster.size:
+        if b not in ids:
+            errors.append(f"broker {b} does not exist ({exists})")
+    if spec.mode == RebalanceMode.REMOVE_BROKERS and ids <= set(spec.brokers or ()):
         errors.append("remove-brokers would remove every broker")
     for d in spec.log_dirs or ():
-        if d.broker_id >= cluster.size:
-            errors.append(f"broker {d.broker_id} does not exist (brokers 0-{last})")
+        if d.broker_id not in ids:
+            errors.append(f"broker {d.broker_id} does not exist ({exists})")
             continue
         dirs = cluster.dirs.get(d.broker_id, ())
         if not any(
@@ -547,18 +557,25 @@ def snapshot_fingerprint(kind: str, snap: ClusterSnapshot) -> dict[str, str]:
     return out
 
 
-def cluster_view(size: int, dir_names: Sequence[str], snap: ClusterSnapshot | None) -> ClusterView:
+def cluster_view(
+    size: int,
+    dir_names: Sequence[str],
+    snap: ClusterSnapshot | None,
+    ids: frozenset[int] | None = None,
+) -> ClusterView:
     """The cluster as the spec's checks read it: each broker's live dirs from the snapshot
-    when there is one, else the names the cluster's record gives (name as path)."""
+    when there is one, else the names the cluster's record gives (name as path); ``ids``:
+    the brokers it has (None: 0 to ``size`` - 1)."""
+    brokers = sorted(ids) if ids is not None else range(size)
     dirs: dict[int, tuple[tuple[str, str], ...]] = {
-        b: tuple((n, n) for n in dir_names) for b in range(size)
+        b: tuple((n, n) for n in dir_names) for b in brokers
     }
     if snap is not None:
-        for b in range(size):
+        for b in brokers:
             found = tuple((d.name, d.path) for d in snap.log_dirs if d.broker_id == b and d.live)
             if found:
                 dirs[b] = found
-    return ClusterView(size=size, dirs=dirs)
+    return ClusterView(size=size, dirs=dirs, ids=ids)
 
 
 @dataclass(frozen=True)
