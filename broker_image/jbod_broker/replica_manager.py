@@ -1042,7 +1042,7 @@ class ReplicaManager:
             return
         proposed = p.pending_isr
         p.pending_isr = None
-        if res.error is not None:
+        if res.error is not None and not self._newer_committed_state(p, res):
             log.warning(
                 "AlterPartition refused",
                 extra={
@@ -1054,6 +1054,19 @@ class ReplicaManager:
             return
         if res.leader_epoch != p.leader_epoch:
             return
+        if res.error is not None:
+            # A retry of a change the controller applied but whose answer was lost: refused
+            # at the stale partition epoch, the answer carries the committed state.
+            log.info(
+                "AlterPartition refused with a newer committed state: adopted",
+                extra={
+                    "event": "alter_partition_adopted",
+                    "partition": str(tp),
+                    "error": res.error,
+                    "isr": res.isr,
+                    "partition_epoch": res.partition_epoch,
+                },
+            )
         expand = len(res.isr) > len(p.isr)
         p.isr = list(res.isr)
         p.partition_epoch = res.partition_epoch
@@ -1063,6 +1076,19 @@ class ReplicaManager:
         if lg is not None:
             self._maybe_advance_hw(p, lg)
         p.notify()
+
+    def _newer_committed_state(self, p: Partition, res: wire.AlterPartitionResult) -> bool:
+        """A refused AlterPartition's answer carries the controller's committed state (the
+        latest LeaderAndIsr it knows); at this broker's leadership and a newer partition epoch
+        it is the state Kafka's leader awaits from metadata after INVALID_UPDATE_VERSION,
+        delivered with the refusal: adopting it ends the retry of a change already applied
+        (its first answer lost) instead of proposing it again at the stale epoch."""
+        return (
+            res.leader == self.broker_id
+            and res.leader_epoch == p.leader_epoch
+            and res.partition_epoch > p.partition_epoch
+            and self.broker_id in res.isr
+        )
 
     # -- follower side --------------------------------------------------------------------
 
