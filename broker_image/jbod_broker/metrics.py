@@ -18,11 +18,11 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from .storage.handles import open_file_count
 
 if TYPE_CHECKING:
-    from .server import Broker
+    from .served import MeasuredBroker
 
 
 class BrokerMetrics:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: MeasuredBroker) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.latency = Histogram(

@@ -19,7 +19,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 from .diskio import (
     OUT_OF_SPACE,
@@ -35,14 +35,11 @@ from .errors import (
     StorageError,
 )
 from .handles import MIN_LOG_HANDLES, FileHandles
-from .log_types import EMPTY_SLICE, FileSlice, LogConfig, ReadResult, SliceResult
+from .log_types import EMPTY_SLICE, FileSlice, LogConfig, LogSnapshot, ReadResult, SliceResult
 from .names import TopicPartition, segment_file_name
 from .producer_state import delete_snapshot_file
 from .records import BatchHeader, decode_batch
 from .segment import BatchMeta, LogSegment
-
-if TYPE_CHECKING:
-    from .log import Log
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -104,7 +101,8 @@ class LocalLog:
         self.recovery_point = 0
         self.high_watermark = 0
         self.offline = False
-        self.successor: Log | None = None
+        self.successor: LocalLog | None = None
+        """The log holding the data once a move swapped this one out (``Log`` narrows it)."""
         # Closed by shutdown or removal: later calls fail without touching the disk, so a task
         # that reaches the log late (retention, a fetch) cannot take its directory offline or
         # change files after the clean-shutdown marker (KAFKA-13315).
@@ -205,6 +203,17 @@ class LocalLog:
     def mark_offline(self) -> None:
         """Called by the log manager when the directory fails; no more disk calls."""
         self.offline = True
+
+    def snapshot(self) -> LogSnapshot:
+        with self.lock:
+            return LogSnapshot(
+                size=self.size,
+                log_start_offset=self.log_start_offset,
+                log_end_offset=self.log_end_offset,
+                high_watermark=self.high_watermark,
+                recovery_point=self.recovery_point,
+                segments=len(self.segments),
+            )
 
     # -- reading --------------------------------------------------------------------------
 

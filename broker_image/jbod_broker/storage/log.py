@@ -103,6 +103,8 @@ def _epoch_writer(log: Log) -> Callable[[bytes], None]:
 class Log(LocalLog):
     """A replica's log (Kafka's ``UnifiedLog``) over its segments (:class:`LocalLog`)."""
 
+    successor: Log | None
+
     def __init__(
         self,
         dir_path: str,
@@ -208,7 +210,13 @@ class Log(LocalLog):
         )
         try:
             with log._guard("load log", no_space_ok=no_space_ok):
-                LogLoader(log, clean_shutdown=clean_shutdown).load(
+                loader = LogLoader(
+                    log,
+                    log.producers,
+                    install_epochs=log.install_epochs,
+                    clean_shutdown=clean_shutdown,
+                )
+                log.topic_id = loader.load(
                     recovery_point=recovery_point,
                     log_start_offset=log_start_offset,
                     high_watermark=high_watermark,
@@ -263,22 +271,11 @@ class Log(LocalLog):
                 self.producers.last_snapshot_offset, self.log_end_offset
             )
             return
-        rebuild_producer_state(self)
+        rebuild_producer_state(self, self.producers)
 
     def _persist_epochs(self, data: bytes) -> None:
         with self._guard("write leader-epoch checkpoint"):
             write_atomically(os.path.join(self.dir_path, LEADER_EPOCH_CHECKPOINT), data)
-
-    def snapshot(self) -> LogSnapshot:
-        with self.lock:
-            return LogSnapshot(
-                size=self.size,
-                log_start_offset=self.log_start_offset,
-                log_end_offset=self.log_end_offset,
-                high_watermark=self.high_watermark,
-                recovery_point=self.recovery_point,
-                segments=len(self.segments),
-            )
 
     # -- appending ------------------------------------------------------------------------
 

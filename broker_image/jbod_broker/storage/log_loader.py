@@ -14,11 +14,12 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from .checkpoints import CheckpointError, format_epochs, parse_epochs, parse_partition_metadata
 from .clock import wall_ms
 from .diskio import write_or_remove
+from .local_log import LocalLog
 from .names import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
@@ -31,29 +32,45 @@ from .names import (
 )
 from .producer_state import (
     CorruptSnapshotError,
+    ProducerStateManager,
     delete_snapshot_file,
     list_snapshots,
     read_snapshot_file,
 )
 from .segment import LogSegment
 
-if TYPE_CHECKING:
-    from .log import Log
-
 _log = logging.getLogger(__name__)
 
 
-class LogLoader:
-    """Loads one log: called by :meth:`Log.load` inside the directory's failure guard, on a
-    log object that holds nothing yet; a failure leaves the closing to the caller."""
+Epochs = list[tuple[int, int]]
 
-    def __init__(self, log: Log, *, clean_shutdown: bool) -> None:
+
+class LogLoader:
+    """Loads one log's segments and state: called by ``Log.load`` inside the directory's
+    failure guard, on a log that holds nothing yet (its segments, ``log``, its producers'
+    map, and ``install_epochs``, which makes entries its epoch cache and returns those kept);
+    a failure leaves the closing to the caller. Knows the log below it only (``LocalLog``),
+    as Kafka's ``LogLoader`` is handed the segments and the producer state."""
+
+    def __init__(
+        self,
+        log: LocalLog,
+        producers: ProducerStateManager,
+        *,
+        install_epochs: Callable[[Epochs], Epochs],
+        clean_shutdown: bool,
+    ) -> None:
         self.log = log
+        self.producers = producers
+        self.install_epochs = install_epochs
         self.clean_shutdown = clean_shutdown
 
-    def load(self, *, recovery_point: int, log_start_offset: int, high_watermark: int) -> None:
+    def load(
+        self, *, recovery_point: int, log_start_offset: int, high_watermark: int
+    ) -> str | None:
         """Segments, then the offsets the checkpoints gave clamped to what the segments hold,
-        then the epochs, the producers and the topic id (each needs the offsets)."""
+        then the epochs, the producers and the topic id (each needs the offsets); returns
+        the topic id (``partition.metadata``), ``None`` without one."""
         log = self.log
         self._load_segments(recovery_point)
         leo = log.log_end_offset
@@ -62,7 +79,7 @@ class LogLoader:
         log.high_watermark = min(max(high_watermark, log.log_start_offset), leo)
         self._load_epochs()
         self._load_producer_state()
-        self._load_topic_id()
+        return self._load_topic_id()
 
     def _load_segments(self, recovery_point: int) -> None:
         """The segments from the folder's files: leftovers of interrupted writes removed,
@@ -139,7 +156,7 @@ class LogLoader:
         from_file = bool(entries)
         if not entries:
             entries = self._scan_epochs()
-        kept = log.install_epochs(entries)
+        kept = self.install_epochs(entries)
         if from_file and kept != entries:
             write_or_remove(path, format_epochs(kept))
 
@@ -152,25 +169,25 @@ class LogLoader:
                     out.append((epoch, hdr.base_offset))
         return out
 
-    def _load_topic_id(self) -> None:
+    def _load_topic_id(self) -> str | None:
         """The topic id from ``partition.metadata``, if the replica has one. A file Kafka's
         reader would refuse is set aside as unknown (logged) rather than take the directory
         offline as Kafka would: the next LeaderAndIsr carrying the id writes it again, and a
         wrong id can only come from a request, where it is checked."""
-        log = self.log
-        path = os.path.join(log.dir_path, PARTITION_METADATA)
+        path = os.path.join(self.log.dir_path, PARTITION_METADATA)
         try:
             with open(path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
-            return
+            return None
         try:
-            log.topic_id = parse_partition_metadata(data, path)
+            return parse_partition_metadata(data, path)
         except CheckpointError as e:
             _log.warning(
                 "unreadable partition.metadata: topic id unknown until the controller sends it",
                 extra={"event": "partition_metadata_unreadable", "path": path, "error": str(e)},
             )
+            return None
 
     def _load_producer_state(self) -> None:
         """Kafka's rebuild at start: the newest readable snapshot at or below the log end, then
@@ -179,11 +196,13 @@ class LogLoader:
         written before producer state was kept) nothing is replayed, as in Kafka's upgrade
         path. Needs no new space (KAFKA-13773): only reads and unlinks.
         """
-        rebuild_producer_state(self.log, replay=not self.clean_shutdown)
-        self.log.producers.remove_expired(wall_ms())
+        rebuild_producer_state(self.log, self.producers, replay=not self.clean_shutdown)
+        self.producers.remove_expired(wall_ms())
 
 
-def rebuild_producer_state(log: Log, *, replay: bool = True) -> None:
+def rebuild_producer_state(
+    log: LocalLog, producers: ProducerStateManager, *, replay: bool = True
+) -> None:
     """The producers' map from the newest readable snapshot at or below the log end and the
     batches after it (Kafka's ``UnifiedLog.rebuildProducerState``): at load and after a
     truncation. Snapshots past the end are deleted, a corrupt one too (the next older is
@@ -193,11 +212,11 @@ def rebuild_producer_state(log: Log, *, replay: bool = True) -> None:
     for off in offsets:
         if off > leo:
             delete_snapshot_file(log.dir_path, off)
-    log.producers.clear()
+    producers.clear()
     start: int | None = None
     for off in reversed([o for o in offsets if o <= leo]):
         try:
-            log.producers.load(read_snapshot_file(log.dir_path, off), off)
+            producers.load(read_snapshot_file(log.dir_path, off), off)
         except CorruptSnapshotError as e:
             _log.warning(
                 "deleting a corrupt producer snapshot",
@@ -215,10 +234,10 @@ def rebuild_producer_state(log: Log, *, replay: bool = True) -> None:
         if not replay:
             return
         start = log.log_start_offset
-    _replay_producers(log, max(start, log.log_start_offset), leo)
+    _replay_producers(log, producers, max(start, log.log_start_offset), leo)
 
 
-def _replay_producers(log: Log, start: int, end: int) -> None:
+def _replay_producers(log: LocalLog, producers: ProducerStateManager, start: int, end: int) -> None:
     """Apply the producer batches in ``[start, end)`` (headers only; no record is read)."""
     if start >= end:
         return
@@ -232,7 +251,7 @@ def _replay_producers(log: Log, start: int, end: int) -> None:
                 break
             if h.last_offset < start or h.producer_id < 0 or h.is_control:
                 continue
-            log.producers.apply_batch(
+            producers.apply_batch(
                 h.producer_id,
                 h.producer_epoch,
                 h.base_sequence,
