@@ -124,6 +124,7 @@ class Broker:
                 broker_id=self.config.broker_id,
                 token=self.token,
                 on_alter_partition=self.replicas.alter_partition_done,
+                still_pending=self.replicas.alter_partition_pending,
                 backoff_ms=self.config.controller_retry_backoff_ms,
                 backoff_max_ms=self.config.controller_retry_backoff_max_ms,
                 heartbeat_interval_ms=self.config.broker_heartbeat_interval_ms,

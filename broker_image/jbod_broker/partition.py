@@ -198,6 +198,13 @@ class Partition:
             new_isr=new_isr,
         )
 
+    def still_proposes(self, item: wire.AlterPartitionItem) -> bool:
+        """Whether ``item`` is still what this partition waits on: a LeaderAndIsr that made
+        a new leadership or set the ISR cleared the proposal, and nothing waits for its
+        answer. A newer partition epoch alone does not (the proposal is still pending: its
+        answer, a refusal carrying the committed state, is what ends it)."""
+        return self.pending_isr == item.new_isr and self.leader_epoch == item.leader_epoch
+
     def commit_isr(self, isr: list[int], partition_epoch: int) -> None:
         self.isr = list(isr)
         self.partition_epoch = partition_epoch

@@ -905,6 +905,12 @@ class ReplicaManager:
             p.maybe_increment_leader_hw(lg)
         p.notify()
 
+    def alter_partition_pending(self, item: wire.AlterPartitionItem) -> bool:
+        """Whether ``item`` is still its partition's proposal (the controller channel asks
+        before a retry)."""
+        p = self.partitions.get(TopicPartition(item.topic, item.partition))
+        return p is not None and p.still_proposes(item)
+
     # -- follower side --------------------------------------------------------------------
 
     def follower_state(self, tp: TopicPartition) -> Partition | None:
