@@ -15,9 +15,10 @@ import sys
 
 from aiohttp import web
 
+from .broker import Broker
 from .config import ConfigError, load_config
 from .logfmt import setup_logging
-from .server import Broker, make_app, server_options
+from .server import make_app, server_options
 from .storage.errors import NoLiveLogDirError, ResourceShortageError
 
 

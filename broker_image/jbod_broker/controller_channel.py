@@ -3,6 +3,9 @@
 Both are retried with exponential backoff until the controller acknowledges; the broker keeps
 serving meanwhile (a pending ISR change keeps the *maximal* ISR for the high watermark). A log
 dir failure event is never dropped: KIP-112's controller must learn which replicas went offline.
+An AlterPartition is retried only while its partition still waits on that proposal
+(``still_pending``, as Kafka's ``Partition`` retries only while its state is the proposed
+one): one a LeaderAndIsr overtook is dropped, not sent to be refused.
 
 Heartbeats tell the controller the broker is alive. ``controller.url`` may list several
 addresses (comma-separated); a standby operator answers 503, and the channel moves on to the
@@ -41,6 +44,7 @@ class ControllerChannel:
         heartbeat_interval_ms: int = 1000,
         offline_dirs: Callable[[], list[str]] = list,
         kafka_endpoint: Callable[[], str | None] = lambda: None,
+        still_pending: Callable[[wire.AlterPartitionItem], bool] = lambda item: True,
     ) -> None:
         self.urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
         self._current = 0
@@ -52,6 +56,7 @@ class ControllerChannel:
         self.broker_id = broker_id
         self.token = token
         self.on_alter_partition = on_alter_partition
+        self.still_pending = still_pending
         self.backoff_ms = backoff_ms
         self.backoff_max_ms = backoff_max_ms
         self._isr: dict[tuple[str, int], wire.AlterPartitionItem] = {}
@@ -106,6 +111,13 @@ class ControllerChannel:
         self._isr[(item.topic, item.partition)] = item  # the newest proposal replaces older
         self._wake.set()
 
+    def _drop_overtaken(self) -> None:
+        """Before each send (a retry included), re-read each proposal's partition: one no
+        longer pending as proposed is dropped."""
+        for key, item in list(self._isr.items()):
+            if not self.still_pending(item):
+                del self._isr[key]
+
     def log_dir_failed(self, event: wire.LogDirEvent) -> None:
         self._events.append(event)
         self._wake.set()
@@ -157,6 +169,7 @@ class ControllerChannel:
             if not self._isr and not self._events:
                 self._wake.clear()
                 await self._wake.wait()
+            self._drop_overtaken()
             try:
                 while self._events:
                     await self._post(LOG_DIR_EVENT, self._events[0])

@@ -1,13 +1,14 @@
 """Partitions on this broker as leader or follower: produce, fetch, high watermark, ISR.
 
-Kafka's ``ReplicaManager`` and ``Partition``. Runs on the server's event loop (single-threaded
-state); storage calls are made inline because appends and reads hit the page cache and hold a
-log's lock only briefly. The move engine's threads touch logs, never this state.
+Kafka's ``ReplicaManager``: it holds the partitions, applies the controller's requests, serves
+produce and fetch, sends ISR proposals to the controller and counts the changes. Each
+partition's own state and the ISR and high-watermark rules are
+:class:`~jbod_broker.partition.Partition`'s, where Kafka keeps them. Runs on the server's event
+loop (single-threaded state); storage calls are made inline because appends and reads hit the
+page cache and hold a log's lock only briefly. The move engine's threads touch logs, never this
+state.
 
-Rules kept from Kafka:
-- The leader's high watermark is the smallest log end offset over the *maximal* ISR (the
-  committed ISR plus any member whose addition is in flight), so a pending shrink never lets
-  it run ahead, and it never goes backwards.
+Rules kept from Kafka (the ISR and HW rules themselves are written in ``partition``):
 - acks=all is refused before the append when the ISR is below ``min.insync.replicas``
   (NOT_ENOUGH_REPLICAS) and completes when the high watermark passes the last offset.
 - Acknowledgement is exact across log-dir moves (issue 14 item 2): a swap may retire the log a
@@ -16,10 +17,8 @@ Rules kept from Kafka:
   (:meth:`Log.advance_high_watermark`); waiters belong to the partition, not to a log object,
   and read the HW of the current log, which the swap carried over
   (``Log.adopt_replica_state``); so the answer always comes from the log holding the records.
-- A follower joins the ISR once its log end reaches the high watermark; it leaves when it has
-  not caught up for ``replica.lag.time.max.ms``. ISR changes go to the controller
-  (AlterPartition) and are applied when it acknowledges; with no controller configured they are
-  applied at once (a standalone broker).
+- ISR changes go to the controller (AlterPartition) and are applied when it acknowledges;
+  with no controller configured they are applied at once (a standalone broker).
 - Requests carrying an older controller epoch or leader epoch change nothing.
 """
 
@@ -28,8 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from . import wire
 from .config import BrokerConfig, ConfigError
@@ -40,13 +39,13 @@ from .errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
-    OffsetNotAvailableError,
     RequestTimedOutError,
     StaleControllerEpochError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 from .loop_slice import LoopSlice, settle_long_lived
+from .partition import FollowerState, Partition, wait_on_any
 from .storage.clock import monotonic_ms
 from .storage.errors import (
     DuplicateSequenceError,
@@ -59,96 +58,6 @@ from .storage.names import TopicPartition
 from .storage.topic_configs import MIN_INSYNC_REPLICAS
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class FollowerState:
-    leo: int = -1
-    last_caught_up_ms: int = 0
-    last_fetch_leader_leo: int = -1
-    last_fetch_ms: int = 0
-
-
-@dataclass
-class Partition:
-    tp: TopicPartition
-    leader: int = -1
-    leader_epoch: int = -1
-    partition_epoch: int = 0
-    isr: list[int] = field(default_factory=list)
-    replicas: list[int] = field(default_factory=list)
-    min_isr: int = 1
-    pending_isr: list[int] | None = None
-    followers: dict[int, FollowerState] = field(default_factory=dict)
-    offline: bool = False
-    waiters: list[asyncio.Future[None]] = field(default_factory=list)
-    """Consumers' long polls and acks=all producers: they wait for the high watermark."""
-    data_waiters: list[asyncio.Future[None]] = field(default_factory=list)
-    """Followers' long polls: they wait for records past their fetch offset."""
-
-    def notify(self) -> None:
-        """Wake every waiter: the partition's state changed (leadership, ISR, offline), or
-        both the data and the HW moved."""
-        self.notify_hw()
-        self.notify_data()
-
-    def notify_hw(self) -> None:
-        """Wake consumers' long polls and acks=all producers: the high watermark moved. Not a
-        follower's long poll: a follower's fetch is answered when it has records to take
-        (Kafka's DelayedFetch completes a follower's fetch on bytes, never on the HW), and
-        learns the HW from that answer. Waking it for every HW move cost a fetch round with
-        nothing in it per follower per acks=all produce: the follower whose fetch moved the
-        HW woke the other's poll."""
-        waiters, self.waiters = self.waiters, []
-        for w in waiters:
-            if not w.done():
-                w.set_result(None)
-
-    def notify_data(self) -> None:
-        """Wake followers' long polls: records were appended. Not an acks=all producer or a
-        consumer while the HW stays where it was (with followers in the ISR an append alone
-        never moves it)."""
-        waiters, self.data_waiters = self.data_waiters, []
-        for w in waiters:
-            if not w.done():
-                w.set_result(None)
-
-    async def wait(self, timeout_s: float) -> None:
-        """Until :meth:`notify` or :meth:`notify_hw`, or ``timeout_s``. Keyed by the
-        partition, not by a log: a move's swap replaces the log object, and a waiter re-reads
-        the current one on waking (nothing to hand over at the swap, nothing left waiting on
-        the retired log)."""
-        await wait_on_any((self,), timeout_s)
-
-    @property
-    def maximal_isr(self) -> set[int]:
-        return set(self.isr) | set(self.pending_isr or ())
-
-
-async def wait_on_any(parts: Sequence[Partition], timeout_s: float, *, data: bool = False) -> None:
-    """Until one of ``parts`` notifies, or ``timeout_s``: its HW waiters, or with ``data``
-    its data waiters (a follower's long poll). One future joins every partition's
-    waiters and one timer bounds it: a follower's long poll runs this on every fetch round,
-    and a task per partition (as ``asyncio.wait`` over each one's wait) cost more than the
-    round's own work. The future is taken off the lists that still hold it when it ends."""
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[None] = loop.create_future()
-    lists = [p.data_waiters if data else p.waiters for p in parts]
-    for waiters in lists:
-        waiters.append(fut)
-    timer = loop.call_later(timeout_s, _wake, fut)
-    try:
-        await fut
-    finally:
-        timer.cancel()
-        for waiters in lists:
-            if fut in waiters:
-                waiters.remove(fut)
-
-
-def _wake(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
 
 
 IsrSender = Callable[[wire.AlterPartitionItem], None]
@@ -468,7 +377,7 @@ class ReplicaManager:
             self._note_topic_id(tp.topic, st.topic_id)
         p = self.partitions.get(tp)
         if p is None:
-            p = Partition(tp)
+            p = Partition(tp, local_broker_id=self.broker_id)
             self.partitions[tp] = p
         unchanged = (
             p.leader_epoch == st.leader_epoch
@@ -495,7 +404,7 @@ class ReplicaManager:
             # (Kafka's makeLeader does the same).
             lg = self.logs.get_log(tp)
             if lg is not None:
-                self._maybe_advance_hw(p, lg)
+                p.maybe_increment_leader_hw(lg)
         elif new_leadership:
             self._become_follower(p)
         p.notify()
@@ -831,7 +740,7 @@ class ReplicaManager:
             if appended:
                 self.append_writes += 1
                 self.append_requests += appended
-        if self._maybe_advance_hw(p, lg):
+        if p.maybe_increment_leader_hw(lg):
             p.notify()
         else:
             p.notify_data()
@@ -925,80 +834,35 @@ class ReplicaManager:
     def _update_follower(
         self, p: Partition, lg: Log, replica_id: int, fetch_offset: int, leader_leo: int
     ) -> None:
-        st = p.followers.setdefault(replica_id, FollowerState())
-        t = monotonic_ms()
-        # Kafka's rule: caught up now if it asked for the log end; or caught up as of its
-        # previous fetch if it asked for what was the log end then.
-        if fetch_offset >= leader_leo:
-            st.last_caught_up_ms = t
-        elif fetch_offset >= st.last_fetch_leader_leo >= 0:
-            st.last_caught_up_ms = max(st.last_caught_up_ms, st.last_fetch_ms)
-        st.leo = fetch_offset
-        st.last_fetch_leader_leo = leader_leo
-        st.last_fetch_ms = t
-        self._maybe_expand_isr(p, lg, replica_id)
-        if self._maybe_advance_hw(p, lg):
+        """Kafka's order on a follower's fetch: its fetch state, an ISR expansion, the HW."""
+        p.update_follower_fetch_state(replica_id, fetch_offset, leader_leo, monotonic_ms())
+        new_isr = p.isr_to_expand(lg, replica_id)
+        if new_isr is not None:
+            self._change_isr(p, new_isr, expand=True)
+        if p.maybe_increment_leader_hw(lg):
             p.notify_hw()
-
-    def _maybe_advance_hw(self, p: Partition, lg: Log) -> bool:
-        """Raise the HW to the smallest log end over the maximal ISR; ``True`` if it moved.
-
-        ``lg`` may be a log a move has just retired (the caller looked it up before the swap):
-        the leader's own end is therefore read by :meth:`Log.advance_high_watermark` on the
-        log that holds the data, never here (issue 14 item 2; the rule is there).
-        """
-        others: int | None = None
-        for r in p.maximal_isr:
-            if r == self.broker_id:
-                continue
-            st = p.followers.get(r)
-            leo = st.leo if st is not None else -1
-            others = leo if others is None else min(others, leo)
-        return lg.advance_high_watermark(others)
 
     @staticmethod
     def epoch_start_offset(p: Partition, lg: Log) -> int:
-        """Where the leader's current epoch starts: its log end when it became leader (Kafka's
-        ``leaderEpochStartOffset``), read from the epoch cache, which moves with the log."""
-        return lg.epochs.start_offset_for(p.leader_epoch)
+        """:meth:`Partition.epoch_start_offset` (the rule is the partition's)."""
+        return p.epoch_start_offset(lg)
 
     def check_offsets_available(self, p: Partition, lg: Log) -> None:
-        """Kafka's rule for offsets asked by clients after an election: until the new leader's
-        high watermark reaches the start of its epoch, its HW may lie below offsets the previous
-        leader acknowledged, so "the end" is OFFSET_NOT_AVAILABLE (retriable), never a stale
-        offset a consumer would stop at."""
-        start = self.epoch_start_offset(p, lg)
-        if start > lg.high_watermark:
-            raise OffsetNotAvailableError(
-                f"{p.tp}: the leader's high watermark ({lg.high_watermark}) is below the start "
-                f"of its epoch {p.leader_epoch} ({start}); ask again when its followers caught up"
-            )
-
-    def _maybe_expand_isr(self, p: Partition, lg: Log, replica_id: int) -> None:
-        if replica_id in p.isr or p.pending_isr is not None:
-            return
-        st = p.followers[replica_id]
-        epoch_start = self.epoch_start_offset(p, lg)
-        if st.leo >= lg.high_watermark and st.leo >= max(epoch_start, 0):
-            self._change_isr(p, sorted({*p.isr, replica_id}), expand=True)
+        """:meth:`Partition.check_offsets_available` (the rule is the partition's)."""
+        p.check_offsets_available(lg)
 
     def shrink_isr_pass(self) -> None:
         """Run periodically: drop followers that have not caught up in time."""
         t = monotonic_ms()
         lag = self.config.replica_lag_time_max_ms
         for p in list(self.partitions.values()):
-            if p.leader != self.broker_id or p.offline or p.pending_isr is not None:
-                continue
-            out = [
-                r
-                for r in p.isr
-                if r != self.broker_id
-                and t - p.followers.get(r, FollowerState()).last_caught_up_ms > lag
-            ]
-            if out:
-                self._change_isr(p, [r for r in p.isr if r not in out], expand=False)
+            new_isr = p.isr_to_shrink(t, lag)
+            if new_isr is not None:
+                self._change_isr(p, new_isr, expand=False)
 
     def _change_isr(self, p: Partition, new_isr: list[int], *, expand: bool) -> None:
+        """Send the partition's proposal to the controller; with none (a standalone broker)
+        commit it at once at the next partition epoch."""
         log.info(
             "ISR change",
             extra={
@@ -1009,24 +873,14 @@ class ReplicaManager:
             },
         )
         if self.send_alter_partition is None:
-            p.isr = new_isr
-            p.partition_epoch += 1
+            p.commit_isr(new_isr, p.partition_epoch + 1)
             self._count_isr_change(expand)
             lg = self.logs.get_log(p.tp)
-            if lg is not None and self._maybe_advance_hw(p, lg):
-                pass
+            if lg is not None:
+                p.maybe_increment_leader_hw(lg)
             p.notify()
             return
-        p.pending_isr = new_isr
-        self.send_alter_partition(
-            wire.AlterPartitionItem(
-                topic=p.tp.topic,
-                partition=p.tp.partition,
-                leader_epoch=p.leader_epoch,
-                partition_epoch=p.partition_epoch,
-                new_isr=new_isr,
-            )
-        )
+        self.send_alter_partition(p.propose_isr(new_isr))
 
     def _count_isr_change(self, expand: bool) -> None:
         if expand:
@@ -1035,34 +889,27 @@ class ReplicaManager:
             self.isr_shrinks += 1
 
     def alter_partition_done(self, res: wire.AlterPartitionResult) -> None:
-        """The controller answered an AlterPartition: apply the committed ISR or drop ours."""
+        """The controller answered an AlterPartition: the partition applies the committed ISR
+        or drops its proposal (:meth:`Partition.alter_partition_answered`)."""
         tp = TopicPartition(res.topic, res.partition)
         p = self.partitions.get(tp)
-        if p is None or p.pending_isr is None:
+        if p is None:
             return
-        proposed = p.pending_isr
-        p.pending_isr = None
-        if res.error is not None:
-            log.warning(
-                "AlterPartition refused",
-                extra={
-                    "event": "alter_partition_refused",
-                    "partition": str(tp),
-                    "error": res.error,
-                },
-            )
+        committed = p.alter_partition_answered(res)
+        if committed is None:
             return
-        if res.leader_epoch != p.leader_epoch:
-            return
-        expand = len(res.isr) > len(p.isr)
-        p.isr = list(res.isr)
-        p.partition_epoch = res.partition_epoch
-        if p.isr == proposed:
-            self._count_isr_change(expand)
+        if committed.own:
+            self._count_isr_change(committed.expand)
         lg = self.logs.get_log(tp)
         if lg is not None:
-            self._maybe_advance_hw(p, lg)
+            p.maybe_increment_leader_hw(lg)
         p.notify()
+
+    def alter_partition_pending(self, item: wire.AlterPartitionItem) -> bool:
+        """Whether ``item`` is still its partition's proposal (the controller channel asks
+        before a retry)."""
+        p = self.partitions.get(TopicPartition(item.topic, item.partition))
+        return p is not None and p.still_proposes(item)
 
     # -- follower side --------------------------------------------------------------------
 

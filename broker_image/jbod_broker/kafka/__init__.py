@@ -10,6 +10,8 @@ from the broker over Kafka's own protocol, served here beside the HTTP API:
   min ISR, high watermark, fencing): the handlers only translate;
 - :mod:`.listener`: the asyncio server: connections, frame limits, the request-memory pool.
 
-The package sits at the server's level of the broker's layers (``jbod_broker.server`` starts
-the listener with the broker; nothing below imports it).
+The listener sits beside the metrics, under the composition root (``jbod_broker.broker`` makes
+and starts it) and over the handlers; both see the broker through
+:class:`~jbod_broker.served.ServedBroker`, never the root itself, and nothing below imports
+either.
 """

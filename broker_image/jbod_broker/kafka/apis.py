@@ -35,7 +35,7 @@ from .errors import error_code
 from .protocol import Request, make, response_module
 
 if TYPE_CHECKING:
-    from ..server import Broker
+    from ..served import ServedBroker
 
 NO_THROTTLE = datetime.timedelta(0)
 EARLIEST_TIMESTAMP = -2
@@ -47,7 +47,7 @@ READ_COMMITTED = 1
 MAX_FETCH_WAIT_MS = 60_000
 """The longest a Fetch long-polls, whatever it asks (clients ask for 500 ms by default)."""
 
-Handler = Callable[["Broker", Request], Awaitable[Any]]
+Handler = Callable[["ServedBroker", Request], Awaitable[Any]]
 
 
 class Close:
@@ -81,7 +81,7 @@ def api_versions_response(version: int, error: ErrorCode = ErrorCode.none) -> An
     )
 
 
-async def api_versions(b: Broker, req: Request) -> Any:
+async def api_versions(b: ServedBroker, req: Request) -> Any:
     if req.body is None:
         return api_versions_response(0, ErrorCode.unsupported_version)
     return api_versions_response(req.version)
@@ -90,7 +90,7 @@ async def api_versions(b: Broker, req: Request) -> Any:
 # -- Metadata ---------------------------------------------------------------------------------
 
 
-async def metadata(b: Broker, req: Request) -> Any:
+async def metadata(b: ServedBroker, req: Request) -> Any:
     """Brokers with their advertised Kafka endpoints, and the topics asked for (all of them
     for a null list, or an empty one in v0) with leaders, replicas, ISR and offline replicas,
     from the controller's UpdateMetadata (and this broker's own leaderships, which are newer).
@@ -138,7 +138,7 @@ async def metadata(b: Broker, req: Request) -> Any:
     return await _answer(response, len(topics))
 
 
-def _kafka_endpoints(b: Broker) -> dict[int, wire.BrokerEndpoint]:
+def _kafka_endpoints(b: ServedBroker) -> dict[int, wire.BrokerEndpoint]:
     """The live brokers with a Kafka endpoint, by id: the controller's list, and this broker
     as it is now (its own endpoint is known before the controller's word)."""
     endpoints = {
@@ -156,7 +156,7 @@ def _kafka_endpoints(b: Broker) -> dict[int, wire.BrokerEndpoint]:
 
 
 def _topic_metadata(
-    b: Broker,
+    b: ServedBroker,
     m: Any,
     name: str | None,
     unannounced: dict[str, list[TopicPartition]],
@@ -230,7 +230,7 @@ def _partition_metadata(m: Any, pm: wire.PartitionMetadata, live: set[int]) -> A
 # -- Produce ----------------------------------------------------------------------------------
 
 
-async def produce(b: Broker, req: Request) -> Any:
+async def produce(b: ServedBroker, req: Request) -> Any:
     """Each partition's batches go to the replica manager's produce, all partitions at once
     (an acks=all wait on one does not hold up the others). A partition that fails gets its
     error code and message, the others are written. acks=0 is not answered, as in Kafka; if a
@@ -303,7 +303,7 @@ async def produce(b: Broker, req: Request) -> Any:
 # -- Fetch ------------------------------------------------------------------------------------
 
 
-async def fetch(b: Broker, req: Request) -> Any:
+async def fetch(b: ServedBroker, req: Request) -> Any:
     """A consumer's fetch, or a follower's (``replica_id`` >= 0: replication runs on Kafka's
     Fetch, as between Kafka's brokers). A consumer reads each partition through the replica
     manager up to the high watermark; a follower reads up to the log end, and its fetch offset
@@ -450,7 +450,11 @@ ran the process out of descriptors)."""
 
 
 async def _read_round(
-    b: Broker, replica_id: int, wanted: dict[TopicPartition, Any], max_bytes: int, sl: LoopSlice
+    b: ServedBroker,
+    replica_id: int,
+    wanted: dict[TopicPartition, Any],
+    max_bytes: int,
+    sl: LoopSlice,
 ) -> tuple[list[dict[str, Any]], int]:
     """One read of every partition wanted within the response's budget (:class:`FetchBudget`),
     in slices of the loop; the results in request order, and the bytes they carry."""
@@ -496,7 +500,7 @@ _REASSIGNMENT = "_reassignment"
 the response entity is built)."""
 
 
-def _fetch_one(b: Broker, tp: TopicPartition, p: Any, budget: FetchBudget) -> dict[str, Any]:
+def _fetch_one(b: ServedBroker, tp: TopicPartition, p: Any, budget: FetchBudget) -> dict[str, Any]:
     try:
         validate_topic(tp.topic)
         res = b.replicas.read_for_consumer(
@@ -513,7 +517,7 @@ def _fetch_one(b: Broker, tp: TopicPartition, p: Any, budget: FetchBudget) -> di
 
 
 def _follower_fetch_one(
-    b: Broker, replica_id: int, tp: TopicPartition, p: Any, budget: FetchBudget
+    b: ServedBroker, replica_id: int, tp: TopicPartition, p: Any, budget: FetchBudget
 ) -> dict[str, Any]:
     reassignment = b.leader_throttle.reassignment(tp, b.replicas.in_isr(tp, replica_id))
     try:
@@ -563,7 +567,7 @@ def _close_slices(results: list[dict[str, Any]]) -> None:
             r["records"].close()
 
 
-def _fetch_error(b: Broker, tp: TopicPartition, p: Any, e: KafkaError) -> dict[str, Any]:
+def _fetch_error(b: ServedBroker, tp: TopicPartition, p: Any, e: KafkaError) -> dict[str, Any]:
     """A partition's error, with the high watermark and log start offset where this broker
     hosts it (OFFSET_OUT_OF_RANGE tells a follower where the leader's log starts now)."""
     lg = b.logs.get_log(tp) if tp in b.replicas.partitions else None
@@ -593,7 +597,7 @@ Kafka's ReplicaManager holds them: any other negative timestamp, or one asked fo
 version, is UNSUPPORTED_VERSION for its partition (not an error of the broker)."""
 
 
-async def list_offsets(b: Broker, req: Request) -> Any:
+async def list_offsets(b: ServedBroker, req: Request) -> Any:
     """Earliest (-2, and earliest-local -4: nothing is tiered), latest (-1: the high
     watermark, what a consumer may read), max timestamp (-3, KIP-734) and by timestamp through
     the time index; latest-tiered (-5) has no tiered data to name (offset -1). Only the leader
@@ -636,7 +640,7 @@ async def list_offsets(b: Broker, req: Request) -> Any:
     return make(m.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-def _offset_for(b: Broker, tp: TopicPartition, spec: int, epoch: int) -> tuple[int, int, int]:
+def _offset_for(b: ServedBroker, tp: TopicPartition, spec: int, epoch: int) -> tuple[int, int, int]:
     """``(timestamp, offset, leader epoch)`` for one ListOffsets partition; ``spec`` is a
     timestamp or one of :data:`TIMESTAMP_MIN_VERSION`'s."""
     p = b.replicas.leader_partition(tp)
@@ -665,7 +669,7 @@ def _offset_for(b: Broker, tp: TopicPartition, spec: int, epoch: int) -> tuple[i
 # -- InitProducerId ---------------------------------------------------------------------------
 
 
-async def init_producer_id(b: Broker, req: Request) -> Any:
+async def init_producer_id(b: ServedBroker, req: Request) -> Any:
     """An idempotent producer's id, at epoch 0, from the broker's block of the cluster's ids
     (``producer_ids``); a producer asking again with its old id gets a new one, as Kafka
     answers an idempotent producer. Without a block (no controller reachable):
@@ -692,7 +696,7 @@ async def init_producer_id(b: Broker, req: Request) -> Any:
 # -- OffsetForLeaderEpoch ---------------------------------------------------------------------
 
 
-async def offset_for_leader_epoch(b: Broker, req: Request) -> Any:
+async def offset_for_leader_epoch(b: ServedBroker, req: Request) -> Any:
     """The end offset of a leader epoch, answered by the leader (KIP-101, KIP-320), to a
     follower about to truncate (``replica_id`` its broker id) and to a consumer alike: Kafka
     answers both from the leader's log, so ``replica_id`` changes nothing here either."""

@@ -54,13 +54,13 @@ from .protocol import (
 )
 
 if TYPE_CHECKING:
-    from ..server import Broker
+    from ..served import ServedBroker
 
 log = logging.getLogger(__name__)
 
 
 class KafkaListener:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ServedBroker) -> None:
         self.broker = broker
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()

@@ -18,7 +18,8 @@ the same way. A snapshot is deleted with the segment of the same base offset (re
 This module is in three parts:
 
 * the rules (pure): :func:`check_append` decides what a leader does with one batch of a
-  producer (append, answer as a duplicate, or refuse), :func:`with_batch` is the entry after
+  producer (append, answer as a duplicate, or refuse), :func:`check_group` applies it to a
+  group of requests written together, :func:`with_batch` is the entry after
   a batch, the sequence arithmetic wraps at 2^31-1 as Kafka's does;
 * the snapshot codec (pure): :func:`encode_snapshot` and :func:`decode_snapshot`, Kafka's
   ``ProducerSnapshot`` version 1 byte for byte (see :data:`SNAPSHOT_ENTRY`);
@@ -40,16 +41,23 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Final
 
 import crc32c
 
 from .diskio import write_atomically
-from .errors import CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError
+from .errors import (
+    CorruptRecordError,
+    DuplicateSequenceError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    OutOfOrderSequenceError,
+    StorageError,
+)
 from .names import parse_snapshot_file, snapshot_file_name
-from .records import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP
+from .records import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP, BatchHeader
 
 MAX_SEQUENCE: Final = 2**31 - 1
 """Sequences are int32 and wrap from here to 0 (Kafka's ``DefaultRecordBatch``)."""
@@ -222,6 +230,73 @@ def check_append(
         return dup
     check_sequence(entry, epoch, first_seq, where)
     return None
+
+
+def check_group(
+    known: Callable[[int], ProducerEntry | None],
+    valid: list[tuple[int, list[BatchHeader]]],
+    offset: int,
+    *,
+    where: str,
+    log_start_offset: int,
+) -> tuple[list[tuple[int, list[BatchHeader]]], dict[int, ProducerEntry], dict[int, StorageError]]:
+    """A leader's producer checks for a group of requests (each its index and batch
+    headers) to be written from ``offset``, in order, against the state as it will be after
+    the requests before (two in-flight requests of one producer can share a group); ``known``
+    is the producer's entry now (``ProducerStateManager.entry``), ``where`` the replica.
+
+    Returns the requests to write, the producers' new entries once they are written, and
+    the refused ones' errors: a request holding a duplicate batch gets a
+    :class:`DuplicateSequenceError` carrying that batch's original offsets (Kafka answers
+    the whole request with them), a gap or a fenced epoch its error. Pure: the log calls it
+    under its lock and applies the entries once the write is done.
+    """
+    kept: list[tuple[int, list[BatchHeader]]] = []
+    pending: dict[int, ProducerEntry] = {}
+    refused: dict[int, StorageError] = {}
+    for i, headers in valid:
+        updates: dict[int, ProducerEntry] = {}
+        running = offset
+        try:
+            for h in headers:
+                first = running
+                running += h.last_offset_delta + 1
+                pid = h.producer_id
+                if pid < 0 or h.is_control:
+                    continue
+                if h.base_sequence < 0:
+                    raise InvalidRecordError(
+                        f"{where}: batch of producer {pid} has no sequence number"
+                    )
+                cur = updates.get(pid) or pending.get(pid) or known(pid)
+                last_seq = increment_sequence(h.base_sequence, h.last_offset_delta)
+                dup = check_append(
+                    cur, h.producer_epoch, h.base_sequence, last_seq, f"{where} at {first}"
+                )
+                if dup is not None:
+                    raise DuplicateSequenceError(
+                        f"{where}: producer {pid} epoch {h.producer_epoch} sequences "
+                        f"{h.base_sequence}-{last_seq} are already at offsets "
+                        f"{dup.first_offset}-{dup.last_offset}",
+                        first_offset=dup.first_offset,
+                        last_offset=dup.last_offset,
+                        log_start_offset=log_start_offset,
+                    )
+                updates[pid] = with_batch(
+                    cur or ProducerEntry(pid),
+                    h.producer_epoch,
+                    last_seq,
+                    running - 1,
+                    h.last_offset_delta,
+                    h.max_timestamp,
+                )
+        except StorageError as e:
+            refused[i] = e
+            continue
+        pending.update(updates)
+        kept.append((i, headers))
+        offset = running
+    return kept, pending, refused
 
 
 def is_expired(entry: ProducerEntry, now_ms: int, expiration_ms: int) -> bool:

@@ -766,7 +766,7 @@ def check_client_batches(headers: Sequence[BatchHeader]) -> None:
       Kafka answers a produce of transactional records without a transactional id).
 
     A batch with a producer id and no sequence is the producer state's to refuse
-    (``Log._check_producers``), where the idempotent producer's other rules live.
+    (``producer_state.check_group``), where the idempotent producer's other rules live.
 
     One flag test per batch in the common case: this runs on every produce.
     """
