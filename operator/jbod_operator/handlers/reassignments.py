@@ -130,32 +130,9 @@ async def observe(
     parts = await ex.partitions(pr)
     busy: dict[int, int] = defaultdict(int, parts.busy)
     claims: dict[TP, str] = dict(parts.claims)
-    for m in await kube.list(LOG_DIR_MOVES, ns):
-        if (m.get("spec") or {}).get("clusterName") != cluster:
-            continue
-        move = LogDirMove.model_validate(m)
-        for r in (move.status.replicas if move.status else None) or []:
-            if r.state in ENDED_REPLICA_STATES:
-                continue
-            if r.state == ReplicaState.MOVING:
-                busy[r.broker_id] += 1
-            claims.setdefault((r.topic, r.partition), f"LogDirMove {move.metadata.name}")
+    await _claims_of_moves(kube, ns, cluster, busy, claims)
     if pr.status is None or pr.status.phase is None:
-        for o in await kube.list(REASSIGNMENTS, ns):
-            other = PartitionReassignment.model_validate(o)
-            if (
-                other.spec.cluster_name != cluster
-                or other.metadata.name == me
-                or other.status is None
-                or other.status.phase is None
-                or other.status.phase in ENDED_PHASES
-            ):
-                continue
-            for target in other.spec.partitions:
-                claims.setdefault(
-                    (target.topic, target.partition),
-                    f"PartitionReassignment {other.metadata.name}",
-                )
+        await _claims_of_reassignments(kube, ns, cluster, me, claims)
     live, liveness_known = await ex.liveness()
     throttles = await ex.throttles(sorted(_brokers_of(pr, parts.topics) & live))
     return Observed(
@@ -173,6 +150,45 @@ async def observe(
         throttles=throttles,
         liveness_known=liveness_known,
     )
+
+
+async def _claims_of_moves(
+    kube: KubeClient, ns: str, cluster: str, busy: dict[int, int], claims: dict[TP, str]
+) -> None:
+    """The cluster's LogDirMoves: the partitions their unfinished replicas claim, and per
+    broker the moves running on it (``busy``)."""
+    for m in await kube.list(LOG_DIR_MOVES, ns):
+        if (m.get("spec") or {}).get("clusterName") != cluster:
+            continue
+        move = LogDirMove.model_validate(m)
+        for r in (move.status.replicas if move.status else None) or []:
+            if r.state in ENDED_REPLICA_STATES:
+                continue
+            if r.state == ReplicaState.MOVING:
+                busy[r.broker_id] += 1
+            claims.setdefault((r.topic, r.partition), f"LogDirMove {move.metadata.name}")
+
+
+async def _claims_of_reassignments(
+    kube: KubeClient, ns: str, cluster: str, me: str, claims: dict[TP, str]
+) -> None:
+    """The partitions the cluster's other accepted, unfinished PartitionReassignments name
+    (read only before this one is accepted: afterwards its own claims stand)."""
+    for o in await kube.list(REASSIGNMENTS, ns):
+        other = PartitionReassignment.model_validate(o)
+        if (
+            other.spec.cluster_name != cluster
+            or other.metadata.name == me
+            or other.status is None
+            or other.status.phase is None
+            or other.status.phase in ENDED_PHASES
+        ):
+            continue
+        for target in other.spec.partitions:
+            claims.setdefault(
+                (target.topic, target.partition),
+                f"PartitionReassignment {other.metadata.name}",
+            )
 
 
 def _brokers_of(pr: PartitionReassignment, topics: Mapping[str, TopicView]) -> set[int]:
