@@ -8,9 +8,13 @@ first truthy result, and on timeout fail with :class:`WaitTimeout` naming what w
 the last result or error seen, so the failure says what did not happen.
 
 The poll interval is the only sleep: it bounds how late a condition is noticed, not whether
-the test passes. What to wait on when nothing observable changes (an absence: "is not
-retried") is a condition that proves the code had its chance, such as a later request
-having been served; never a quiet period.
+the test passes. It starts short (a condition a thread meets in a millisecond is seen at
+once) and grows to ``interval`` (a condition that takes seconds, read from a broker or the API
+server, is not asked for a hundred times a second).
+
+What to wait on when nothing observable changes (an absence: "is not retried") is a condition
+that proves the code had its chance, such as a later request having been served; never a
+quiet period.
 """
 
 from __future__ import annotations
@@ -18,13 +22,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar, cast
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
-DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_TIMEOUT_S = 60.0
 """Long enough for a loaded 2-core machine; a condition that comes at all comes well within."""
-INTERVAL_S = 0.01
+FIRST_INTERVAL_S = 0.01
+INTERVAL_S = 0.25
+"""The longest pause between two polls; each pause is half as long again as the last."""
 
 Errors = type[BaseException] | tuple[type[BaseException], ...]
 What = str | Callable[[], str] | None
@@ -36,7 +42,7 @@ class WaitTimeout(AssertionError, TimeoutError):
 
 
 def wait_for(
-    check: Callable[[], T],
+    check: Callable[[], T | None],
     what: What = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     *,
@@ -53,6 +59,7 @@ def wait_for(
     """
     deadline = time.monotonic() + timeout
     last: object = None
+    pause = min(FIRST_INTERVAL_S, interval)
     while True:
         try:
             last = check()
@@ -64,11 +71,13 @@ def wait_for(
             last = e
         if time.monotonic() >= deadline:
             raise WaitTimeout(_message(check, what, timeout, last))
-        time.sleep(interval)
+        time.sleep(pause)
+        pause = min(pause * 1.5, interval)
 
 
+@overload
 async def wait_async(
-    check: Callable[[], T | Awaitable[T]],
+    check: Callable[[], Awaitable[T | None]],
     what: What = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     *,
@@ -76,7 +85,32 @@ async def wait_async(
     retry: Errors = (),
     fail_fast: Errors = (),
     in_thread: bool = False,
-) -> T:
+) -> T: ...
+
+
+@overload
+async def wait_async(
+    check: Callable[[], T | None],
+    what: What = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    *,
+    interval: float = INTERVAL_S,
+    retry: Errors = (),
+    fail_fast: Errors = (),
+    in_thread: bool = False,
+) -> T: ...
+
+
+async def wait_async(
+    check: Callable[[], Any],
+    what: What = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    *,
+    interval: float = INTERVAL_S,
+    retry: Errors = (),
+    fail_fast: Errors = (),
+    in_thread: bool = False,
+) -> Any:
     """:func:`wait_for` on an event loop, which keeps running between polls.
 
     ``check`` may return an awaitable (a coroutine function), which is awaited; with
@@ -84,6 +118,7 @@ async def wait_async(
     """
     deadline = time.monotonic() + timeout
     last: object = None
+    pause = min(FIRST_INTERVAL_S, interval)
     while True:
         try:
             got = await asyncio.to_thread(check) if in_thread else check()
@@ -91,14 +126,15 @@ async def wait_async(
                 got = await got
             last = got
             if got:
-                return cast("T", got)
+                return got
         except fail_fast:
             raise
         except retry as e:
             last = e
         if time.monotonic() >= deadline:
             raise WaitTimeout(_message(check, what, timeout, last))
-        await asyncio.sleep(interval)
+        await asyncio.sleep(pause)
+        pause = min(pause * 1.5, interval)
 
 
 def _message(check: Callable[..., object], what: What, timeout: float, last: object) -> str:

@@ -58,6 +58,7 @@ from tests.integration.test_storage_disk_failure import (
     read_rows,
 )
 from tests.tmpfs import close_fds_under, fill_up, free_bytes, mounted_tmpfs, resize_tmpfs
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -341,13 +342,12 @@ def _fetch_all(layout: ImageLayout, tp: TopicPartition) -> list[bytes]:
 
 def _kill_mid_copy(layout: ImageLayout, run: Running, dest: str) -> None:
     """SIGKILL the broker once the move has copied a good part of the replica to ``dest``."""
-    deadline = time.monotonic() + 30
-    while True:
+
+    def going() -> bool:
         futures = [p for p in _describe(layout)[dest].partitions if p.is_future]
-        if futures and futures[0].size > 300_000:
-            break
-        assert time.monotonic() < deadline, "the move never got going"
-        time.sleep(0.02)
+        return bool(futures) and futures[0].size > 300_000
+
+    wait_for(going, "the move to get going (300 kB copied)", 30)
     run.proc.send_signal(signal.SIGKILL)
     run.proc.wait(20)
 
