@@ -68,8 +68,10 @@ lint: setup
 	$(BIN)/lint-imports
 	$(BIN)/python -m jbod_operator.tools.crdgen --check
 
+# Benches run as modules of the repository (python -m bench.x): they import tests' helpers.
 bench: setup
-	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b --quick || exit 1; done
+	@for b in $(filter-out bench/__init__.py,$(wildcard bench/*.py)); do m=$$(basename $$b .py); \
+	  echo "== $$b"; $(BIN)/python -m bench.$$m --quick || exit 1; done
 
 # Re-pin the broker image's runtime dependencies to what the venv has (tests check they match).
 pin: setup

@@ -57,8 +57,6 @@ from dataclasses import dataclass, field
 import aiohttp
 from yarl import URL
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 from jbod_broker.client import BrokerClient
 from jbod_broker.local import LocalBroker, LocalCluster, lead_alone
 from jbod_broker.storage.diskio import LogDirFailureChannel

@@ -21,12 +21,9 @@ import json
 import os
 import socket
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jbod_broker.kafka import client
 from jbod_broker.kafka.connection import FrameConnection

@@ -41,8 +41,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 from jbod_broker.local import LocalCluster
 from tests.integration.controller_stub import ControllerStub, stub_cluster
 from tests.kafka_jars import (

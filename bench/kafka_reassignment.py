@@ -103,25 +103,24 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bench.logdirmove_cr import PhaseWatch, server_side_apply  # noqa: E402
-from jbod_operator.clients.kafka_admin import PREFERRED_ELECTION  # noqa: E402
-from jbod_operator.models.reassignment import ENDED_PHASES  # noqa: E402
-from jbod_operator.plan.reassignment_steps import Limits, PartitionMove, plan_all  # noqa: E402
-from tests.kafka_jars import (  # noqa: E402
+from bench.logdirmove_cr import PhaseWatch, server_side_apply
+from jbod_operator.clients.kafka_admin import PREFERRED_ELECTION
+from jbod_operator.models.reassignment import ENDED_PHASES
+from jbod_operator.plan.reassignment_steps import Limits, PartitionMove, plan_all
+from tests.kafka_jars import (
     PRODUCER_PERFORMANCE,
     KafkaCluster,
     kafka_version,
     parse_producer_performance,
     run_class,
 )
-from tests.kafka_latency import RateProducer, read_samples, window_stats  # noqa: E402
-from tests.kafka_reassign import execute, moves_in_flight, tool_plan, verify  # noqa: E402
-from tests.kube_cluster import KubeCluster  # noqa: E402
-from tests.operator_harness import Kube, OperatorProcess, wait_for  # noqa: E402
-from tests.proc_cpu import total_cpu_seconds  # noqa: E402
+from tests.kafka_latency import RateProducer, read_samples, window_stats
+from tests.kafka_reassign import execute, moves_in_flight, tool_plan, verify
+from tests.kube_cluster import KubeCluster
+from tests.operator_harness import Kube, OperatorProcess, wait_for
+from tests.proc_cpu import total_cpu_seconds
+
+REPO = Path(__file__).resolve().parents[1]
 
 with warnings.catch_warnings():  # kafka-python 3.0's import warns on Python 3.11
     warnings.simplefilter("ignore", DeprecationWarning)

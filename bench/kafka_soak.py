@@ -44,8 +44,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 import confluent_kafka
 from kio.schema.errors import ErrorCode
 

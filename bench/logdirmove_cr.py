@@ -58,19 +58,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.logdir_move import drop_caches
+from e2e.scenario import Scenario
+from jbod_broker.move import MoveState, ReplicaMoveEngine
+from jbod_broker.storage.log import LogConfig
+from jbod_broker.storage.log_manager import LogManager
+from jbod_broker.storage.names import TopicPartition
+from jbod_broker.storage.records import build_batch
+from jbod_broker.wire import log_dir_folder, log_dir_short_name
+from jbod_operator.models.log_dir_move import ENDED_PHASES as FINAL
+from tests.kube_cluster import KubeCluster
 
-from bench.logdir_move import drop_caches  # noqa: E402
-from e2e.scenario import Scenario  # noqa: E402
-from jbod_broker.move import MoveState, ReplicaMoveEngine  # noqa: E402
-from jbod_broker.storage.log import LogConfig  # noqa: E402
-from jbod_broker.storage.log_manager import LogManager  # noqa: E402
-from jbod_broker.storage.names import TopicPartition  # noqa: E402
-from jbod_broker.storage.records import build_batch  # noqa: E402
-from jbod_broker.wire import log_dir_folder, log_dir_short_name  # noqa: E402
-from jbod_operator.models.log_dir_move import ENDED_PHASES as FINAL  # noqa: E402
-from tests.kube_cluster import KubeCluster  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 MiB = 1024 * 1024
 MESSAGE_MAX_BYTES = 1048588  # the broker's default message.max.bytes (Kafka's)

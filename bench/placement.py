@@ -20,10 +20,7 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark_apps"))
 
 import numpy as np
 

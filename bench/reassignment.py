@@ -102,22 +102,21 @@ from typing import Any
 
 import annotated_types
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bench.logdirmove_cr import PhaseWatch, big_batch, server_side_apply, wall  # noqa: E402
-from e2e.scenario import Scenario  # noqa: E402
-from jbod_broker.client import BrokerClient  # noqa: E402
-from jbod_broker.errors import KafkaError  # noqa: E402
-from jbod_broker.storage.names import TopicPartition  # noqa: E402
-from jbod_broker.storage.records import build_batch  # noqa: E402
-from jbod_operator.models.reassignment import (  # noqa: E402
+from bench.logdirmove_cr import PhaseWatch, big_batch, server_side_apply, wall
+from e2e.scenario import Scenario
+from jbod_broker.client import BrokerClient
+from jbod_broker.errors import KafkaError
+from jbod_broker.storage.names import TopicPartition
+from jbod_broker.storage.records import build_batch
+from jbod_operator.models.reassignment import (
     ENDED_PHASES,
     PartitionReassignmentSpec,
 )
-from jbod_operator.plan import reassignment_steps as steps  # noqa: E402
-from tests.kube_cluster import KubeCluster  # noqa: E402
-from tests.operator_harness import wait_for  # noqa: E402
+from jbod_operator.plan import reassignment_steps as steps
+from tests.kube_cluster import KubeCluster
+from tests.operator_harness import wait_for
+
+REPO = Path(__file__).resolve().parents[1]
 
 MiB = 1024 * 1024
 SEGMENT_BYTES = 64 * MiB

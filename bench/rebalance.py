@@ -50,10 +50,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker_image"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark_apps"))
-
 import numpy as np
 
 from jbod_operator.models.rebalance import Rebalance

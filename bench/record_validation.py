@@ -28,8 +28,6 @@ import timeit
 from collections.abc import Callable
 from functools import partial
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 from jbod_broker.storage import record_reader
 from jbod_broker.storage.compression import CODEC_NAMES, GZIP, LZ4, SNAPPY, ZSTD
 from jbod_broker.storage.records import Header, RecordInput, build_batch, validate_batches

@@ -35,13 +35,10 @@ import json
 import os
 import socket
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jbod_broker.kafka.listener import SENDFILE_MIN_BYTES, _send, _sendfile
 from jbod_broker.storage.log import FileSlice

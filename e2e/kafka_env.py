@@ -14,6 +14,7 @@ from typing import Any
 
 from jbod_operator.clients.kafka_admin import KafkaAdmin, KafkaConnection
 from jbod_operator.plan.kafka_types import BrokerLogDirs, ConfigKind
+from tests import waiting
 from tests.integration.java_clients import (
     KEEP_COUNTED_RECORDS,
     JavaProducer,
@@ -170,15 +171,8 @@ async def broker_configs(kafka: KafkaCluster, broker: int) -> dict[str, str | No
 
 
 async def wait_until(check: Any, what: str, timeout: float = 120) -> Any:
-    """Poll a coroutine function until it returns something truthy."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: Any = None
-    while asyncio.get_running_loop().time() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+    """:func:`tests.waiting.wait_async` with the time a Kafka cluster's change may take."""
+    return await waiting.wait_async(check, what, timeout)
 
 
 async def in_thread(fn: Any, what: str, timeout: float = 120) -> Any:

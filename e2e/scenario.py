@@ -11,13 +11,13 @@ import asyncio
 import contextlib
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 from jbod_broker.client import BrokerClient
 from jbod_broker.local import LocalCluster
 from jbod_broker.storage.names import TopicPartition
+from tests import waiting
 from tests.kube_cluster import KubeCluster
 from tests.operator_harness import Kube, OperatorProcess, start_local_brokers, wait_for
 
@@ -240,23 +240,22 @@ async def wait_async(
     timeout: float = 60,
     what: str = "condition",
     fail_fast: type[BaseException] | tuple[type[BaseException], ...] = (),
+    *,
+    interval: float = 0.25,
 ) -> Any:
-    """Poll ``fn`` until it returns something true. An exception it raises counts as not yet
-    (a read can fail while a broker restarts), except one of ``fail_fast``: that says the
-    condition can no longer come, and is raised at once."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = await asyncio.to_thread(fn)
-            if last:
-                return last
-        except fail_fast:
-            raise
-        except Exception as e:
-            last = e
-        await asyncio.sleep(0.25)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+    """:func:`tests.waiting.wait_async` as scenarios need it: ``fn`` (kubectl, a broker) runs
+    off the loop, and an exception it raises counts as not yet (a read can fail while a broker
+    restarts), except one of ``fail_fast``: that says the condition can no longer come, and is
+    raised at once."""
+    return await waiting.wait_async(
+        fn,
+        what,
+        timeout,
+        interval=interval,
+        retry=Exception,
+        fail_fast=fail_fast,
+        in_thread=True,
+    )
 
 
 def dump(obj: Any) -> str:

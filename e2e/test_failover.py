@@ -4,7 +4,6 @@ the old operator's requests are refused). Counted records throughout."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import time
@@ -16,11 +15,14 @@ import pytest
 from e2e.scenario import LeaderTracker, Scenario, wait_async
 from jbod_broker import wire
 from jbod_broker.errors import StaleControllerEpochError
-from tests.integration.counting import CountingProducer, consume_all, verify
+from tests.integration.counting import CountingProducer, consume_all, verify, wait_acked_more
 from tests.kube_cluster import KubeCluster
 from tests.tiers import SERIAL
 
 pytestmark = [pytest.mark.e2e, SERIAL]
+
+WRITES = 100
+"""Records acknowledged to call it "writes go on" (a count, not a window of time)."""
 
 
 @pytest.fixture
@@ -38,7 +40,7 @@ async def test_broker_kill_failover(sc: Scenario) -> None:
     tracker.start()
     prod = CountingProducer(tracker, tps, timeout_ms=5000)
     prod.start()
-    await asyncio.sleep(2)
+    await wait_acked_more(prod, WRITES, "writes before the kill")
     tp = tps[0]
     victim = sc.leader(tp)
     assert sc.brokers is not None
@@ -46,17 +48,18 @@ async def test_broker_kill_failover(sc: Scenario) -> None:
     sc.brokers[victim].kill()
     # Time until a write to the partition is acknowledged by a new leader.
     before = len(prod.acked.get(tp, []))
-    while True:
-        await asyncio.sleep(0.05)
-        if len(prod.acked.get(tp, [])) > before and tracker.leaders[tp] != victim:
-            break
-        assert time.monotonic() - killed_at < 60, f"no new leader: {prod.errors}"
+    await wait_async(
+        lambda: len(prod.acked.get(tp, [])) > before and tracker.leaders[tp] != victim,
+        what="a write acknowledged by a new leader",
+        timeout=60,
+        interval=0.05,  # the resolution of the failover time printed
+    )
     failover_s = time.monotonic() - killed_at
     print(
         f"\nleader failover: {failover_s:.2f} s from SIGKILL to the first write acknowledged "
         f"by the new leader (session timeout 6 s, heartbeat 1 s)"
     )
-    await asyncio.sleep(1)
+    await wait_acked_more(prod, WRITES, "writes after the failover", tp=tp)
     await prod.stop()
     await tracker.stop()
     assert failover_s < 10, f"failover took {failover_s:.1f} s (target: under 10 s)"
@@ -89,7 +92,7 @@ async def test_operator_failover(sc2: Scenario) -> None:
     tracker.start()
     prod = CountingProducer(tracker, tps, timeout_ms=5000)
     prod.start()
-    await asyncio.sleep(1)
+    await wait_acked_more(prod, WRITES, "writes before the freeze")
     # Freeze the active operator mid-way (it cannot renew, but is not dead).
     assert active.proc is not None
     os.kill(active.proc.pid, signal.SIGSTOP)
@@ -125,7 +128,7 @@ async def test_operator_failover(sc2: Scenario) -> None:
         what="the old operator to step down",
     )
     sc.brokers[victim].start()
-    await asyncio.sleep(2)
+    await wait_acked_more(prod, WRITES, "writes under the new operator")
     await prod.stop()
     await tracker.stop()
     consumed = {t: await consume_all(tracker, t) for t in tps}

@@ -16,6 +16,7 @@ import pytest
 
 from e2e.scenario import Scenario
 from tests.kube_cluster import KubeCluster
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -32,15 +33,15 @@ def test_a_kafka_client_finds_every_broker_through_the_operator(sc: Scenario) ->
     bootstrap = sc.brokers[0].kafka_endpoint
     want = {b.broker_id: b.kafka_endpoint for b in sc.brokers.brokers}
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
-    deadline = time.monotonic() + 30
-    while True:
+
+    def metadata() -> Any:
         md = admin.list_topics(timeout=10)
         got = {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
         parts = md.topics.get("orders")
-        if got == want and parts is not None and len(parts.partitions) == len(tps):
-            break
-        assert time.monotonic() < deadline, f"Metadata names {got}, not {want}"
-        time.sleep(0.2)
+        ok = got == want and parts is not None and len(parts.partitions) == len(tps)
+        return parts if ok else None
+
+    parts = wait_for(metadata, f"Metadata naming {want} and every partition", 30)
     for p, pm in parts.partitions.items():
         assert pm.leader == sc.leader(tps[p]) and len(pm.isrs) == 3
 

@@ -40,6 +40,7 @@ from e2e.kafka_env import operators_on_kafka
 from jbod_operator.clients.kafka_admin import KafkaAdmin, KafkaConnection
 from jbod_operator.plan import reassignment_steps as steps
 from jbod_operator.plan.kafka_types import ConfigKind
+from tests import waiting
 from tests.integration.java_clients import (
     KEEP_COUNTED_RECORDS,
     Consumed,
@@ -270,11 +271,7 @@ def dirs_of(kafka: KafkaCluster, topic: str) -> dict[tuple[int, int], str]:
 
 async def start_producer(kafka: KafkaCluster, topic: str, count: int) -> JavaProducer:
     p = await JavaProducer.start(kafka.bootstrap, topic, PARTITIONS, count, ["none"], pace_ms=5)
-    for _ in range(600):
-        if len(p.acks) >= 100:
-            break
-        await asyncio.sleep(0.1)
-    assert len(p.acks) >= 100, p.errors
+    await waiting.wait_async(lambda: len(p.acks) >= 100, lambda: f"100 acks: {p.errors}", 60)
     return p
 
 

@@ -4,7 +4,6 @@ consume on the new topic. 3 brokers x 2 log dirs, acks=all, min ISR 2, counted r
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 from e2e.scenario import LeaderTracker, Scenario, wait_async
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.wire import log_dir_short_name
-from tests.integration.counting import CountingProducer, consume_all, verify
+from tests.integration.counting import CountingProducer, consume_all, verify, wait_acked_more
 from tests.kube_cluster import KubeCluster
 
 pytestmark = pytest.mark.e2e
@@ -30,13 +29,20 @@ def sc(
         yield s
 
 
-async def produce_for(sc: Scenario, tps: list[TopicPartition], seconds: float) -> CountingProducer:
+WRITES = 100
+"""Records acknowledged to call it "writes go on" (a count, not a window of time)."""
+
+
+async def produce(sc: Scenario, tps: list[TopicPartition], records: int) -> CountingProducer:
+    """Produce until ``records`` are acknowledged."""
     tracker = LeaderTracker(sc, tps)
     tracker.start()
     prod = CountingProducer(tracker, tps, timeout_ms=5000)
     prod.start()
-    await asyncio.sleep(seconds)
-    await prod.stop()
+    try:
+        await wait_acked_more(prod, records)
+    finally:
+        await prod.stop()
     await tracker.stop()
     return prod
 
@@ -65,7 +71,7 @@ async def second_half(sc: Scenario, survivor: int) -> None:
         if b != survivor:
             sc.brokers[b].kill()
     await wait_async(lambda: sc.leader(tp) == survivor, what="the survivor to lead")
-    prod = await produce_for(sc, new, 3)
+    prod = await produce(sc, new, WRITES)
     assert prod.acked_count > 0, prod.errors
     await check_no_loss(sc, new, prod)
 
@@ -84,7 +90,7 @@ def offline_dir_reported(sc: Scenario, broker: int, d: str) -> bool:
 async def test_kip112_failure_at_bootstrap(sc: Scenario) -> None:
     tps = sc.create_topic("orders")
     tp = tps[0]
-    first = await produce_for(sc, tps, 2)
+    first = await produce(sc, tps, WRITES)
     old = sc.leader(tp)
     d = sc.replica_dir(tp, old)
     assert sc.brokers is not None
@@ -99,7 +105,7 @@ async def test_kip112_failure_at_bootstrap(sc: Scenario) -> None:
     await wait_async(lambda: offline_dir_reported(sc, old, d), what="Degraded BrokerCluster")
     events = sc.kube.run("get", "events", "-n", sc.ns, "-o", "json")
     assert "LogDirOffline" in events
-    second = await produce_for(sc, tps, 2)
+    second = await produce(sc, tps, WRITES)
     assert second.acked_count > 0, second.errors
     await check_no_loss(sc, tps, first, second)
     await second_half(sc, old)
@@ -113,13 +119,13 @@ async def test_kip112_leader_dir_failure(sc: Scenario) -> None:
     tracker.start()
     prod = CountingProducer(tracker, tps, timeout_ms=5000)
     prod.start()
-    await asyncio.sleep(1.5)
+    await wait_acked_more(prod, WRITES, "writes before the failure")
     old = sc.leader(tp)
     d = sc.replica_dir(tp, old)
     os.chmod(d, 0)
     await wait_async(lambda: sc.leader(tp) not in (old, -1), what="a new leader", timeout=60)
     before = prod.acked_count
-    await asyncio.sleep(2)
+    await wait_acked_more(prod, WRITES, "writes acknowledged by the new leader")
     await prod.stop()
     await tracker.stop()
     assert prod.acked_count > before, f"no writes acknowledged by the new leader: {prod.errors}"
@@ -138,7 +144,7 @@ async def test_kip112_follower_dir_failure(sc: Scenario) -> None:
     tracker.start()
     prod = CountingProducer(tracker, tps, timeout_ms=5000)
     prod.start()
-    await asyncio.sleep(1.5)
+    await wait_acked_more(prod, WRITES, "writes before the failure")
     leader = sc.leader(tp)
     follower = next(r["brokerId"] for r in sc.state(tp)["replicas"] if r["brokerId"] != leader)
     d = sc.replica_dir(tp, follower)
@@ -147,7 +153,7 @@ async def test_kip112_follower_dir_failure(sc: Scenario) -> None:
         lambda: follower not in sc.state(tp)["isr"], what="the follower out of the ISR"
     )
     before = prod.acked_count
-    await asyncio.sleep(2)
+    await wait_acked_more(prod, WRITES, "writes with the follower out of the ISR")
     await prod.stop()
     await tracker.stop()
     assert prod.acked_count > before, prod.errors

@@ -28,6 +28,7 @@ import pytest
 from e2e.scenario import LeaderTracker, Scenario
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.wire import log_dir_short_name
+from tests import waiting
 from tests.integration.counting import fill_bytes
 from tests.kube_cluster import KubeCluster
 from tests.operator_harness import wait_for
@@ -122,10 +123,11 @@ def what_moved(sc: Scenario, before: Placement) -> list[str]:
 
 def assert_nothing_moved(sc: Scenario, before: Placement, *, settle_s: float = 0) -> None:
     """Nothing moved, no future copy, no throttle; ``settle_s`` allows a cancel to finish."""
-    deadline = time.monotonic() + settle_s
-    while (problems := what_moved(sc, before)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not problems, problems
+    if settle_s:
+        waiting.wait_for(
+            lambda: not what_moved(sc, before), lambda: f"{what_moved(sc, before)}", settle_s
+        )
+    assert not (problems := what_moved(sc, before)), problems
 
 
 def dir_path(sc: Scenario, broker: int, name: str) -> str:

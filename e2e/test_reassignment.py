@@ -21,6 +21,7 @@ from jbod_broker import wire
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.wire import log_dir_short_name
 from jbod_operator.plan import reassignment_steps as steps
+from tests import waiting
 from tests.broker_metrics import scrape
 from tests.integration.counting import CountingProducer, consume_all, fill_bytes, verify
 from tests.kube_cluster import KubeCluster
@@ -278,12 +279,12 @@ async def test_reassignment_pause_limits_throttle(sc: Scenario) -> None:
         return any(r == rate for r, _, n in (await throttles(sc)).values() if n)
 
     # The throttle is on the moving replicas' brokers only, and follows a change.
-    await wait_async_async(lambda: throttled(SLOW), what="the throttle on the brokers")
+    await waiting.wait_async(lambda: throttled(SLOW), what="the throttle on the brokers")
     gen = patch(sc, "ctl", throttleBytesPerSecond=2 * SLOW)
     await wait_async(
         lambda: status(sc, "ctl").get("observedGeneration") == gen, what="the change seen"
     )
-    await wait_async_async(lambda: throttled(2 * SLOW), what="the new throttle on the brokers")
+    await waiting.wait_async(lambda: throttled(2 * SLOW), what="the new throttle on the brokers")
     # Pause: the step in flight finishes, no new one starts.
     gen = patch(sc, "ctl", pause=True)
     await wait_async(lambda: status(sc, "ctl").get("phase") == "Paused", what="Paused")
@@ -466,18 +467,6 @@ async def test_reassignment_target_broker_killed(sc: Scenario) -> None:
     )
     await check(sc, tps, seed)
     await sc.close_clients()
-
-
-async def wait_async_async(fn: Any, timeout: float = 60, what: str = "condition") -> Any:
-    """``wait_async`` for a coroutine predicate."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: Any = None
-    while asyncio.get_running_loop().time() < deadline:
-        last = await fn()
-        if last:
-            return last
-        await asyncio.sleep(0.25)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 # -- the operator killed at each kind of transition ---------------------------------------------

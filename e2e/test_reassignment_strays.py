@@ -5,9 +5,7 @@ then the reassignment's and the BrokerCluster's status list what was left."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 import pytest
 
 from e2e.scenario import Scenario, wait_async
+from tests import waiting
 from tests.kube_cluster import KubeCluster
 
 pytestmark = pytest.mark.e2e
@@ -63,17 +62,13 @@ async def held(sc: Scenario, broker: int) -> set[tuple[str, int, bool]]:
 async def until_held(
     sc: Scenario, broker: int, ok: Any, what: str, timeout: float = 60
 ) -> set[tuple[str, int, bool]]:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = await held(sc, broker)
-            if ok(last):
-                return last
-        except Exception as e:  # restarting: not yet
-            last = e
-        await asyncio.sleep(0.25)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+    async def check() -> tuple[set[tuple[str, int, bool]]] | None:
+        now = await held(sc, broker)
+        return (now,) if ok(now) else None  # a tuple: an empty set can be what is awaited
+
+    # A broker restarting answers with an error: not yet.
+    (got,) = await waiting.wait_async(check, what, timeout, retry=Exception)
+    return got
 
 
 async def test_replicas_dropped_or_deleted_while_their_broker_is_down_go_when_it_returns(

@@ -34,6 +34,7 @@ from types import TracebackType
 
 from jbod_broker.local import free_port
 from jbod_broker.storage.names import new_topic_id
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 POM = REPO / "mk" / "kafka" / "pom.xml"
@@ -402,21 +403,22 @@ class KafkaCluster:
         """Until the node logged that it started and its listener accepts a connection (a
         condition, polled; the JVM's start takes seconds, so a short poll costs nothing)."""
         port = node.port if node.is_broker else node.controller_port
-        while time.monotonic() < deadline:
-            if not node.alive:
+
+        def started() -> bool:
+            if not node.alive:  # raised at once: it can no longer come
                 raise RuntimeError(f"Kafka node {node.node_id} exited:\n{node.tail()}")
             with open(node.log_path, "rb") as f:
                 f.seek(node.log_offset)
-                started = STARTED_LINE.encode() in f.read()
-            if started:
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=1):
-                        return
-                except OSError:
-                    pass
-            time.sleep(0.1)
-        raise TimeoutError(
-            f"Kafka node {node.node_id} not started in {self.start_timeout_s}s:\n{node.tail()}"
+                if STARTED_LINE.encode() not in f.read():
+                    return False
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+
+        wait_for(
+            started,
+            lambda: f"Kafka node {node.node_id} to start:\n{node.tail()}",
+            max(0.0, deadline - time.monotonic()),
+            retry=OSError,
         )
 
     def wait_registered(
@@ -432,20 +434,22 @@ class KafkaCluster:
             deadline = time.monotonic() + self.start_timeout_s
         live = [n for n in self.brokers if n.alive]
         bootstrap = ",".join(n.bootstrap for n in live)
-        seen: dict[int, bool] | str = "nothing yet"
-        while time.monotonic() < deadline:
-            try:
-                seen = broker_registrations(bootstrap, timeout_s=5)
-            except Exception as exc:
-                seen = f"{type(exc).__name__}: {exc}"
-            if isinstance(seen, dict):
-                up = {b for b, is_fenced in seen.items() if not is_fenced}
-                if unfenced <= up and not (fenced & up):
-                    return
-            time.sleep(0.2)
-        raise TimeoutError(
-            f"brokers {sorted(unfenced)} not all registered and unfenced (and {sorted(fenced)} "
-            f"fenced) in time; DescribeCluster said {seen}"
+
+        seen: list[dict[int, bool]] = []
+
+        def registered() -> bool:
+            seen[:] = [broker_registrations(bootstrap, timeout_s=5)]
+            up = {b for b, is_fenced in seen[0].items() if not is_fenced}
+            return unfenced <= up and not (fenced & up)
+
+        wait_for(
+            registered,
+            lambda: (
+                f"brokers {sorted(unfenced)} registered and unfenced (and {sorted(fenced)} "
+                f"fenced); DescribeCluster said {seen or 'nothing yet'}"
+            ),
+            max(0.0, deadline - time.monotonic()),
+            retry=Exception,
         )
 
     def stop_broker(self, node_id: int) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 
 from tests.kafka_jars import JAVA_SOURCES, java_command
+from tests.waiting import wait_for
 
 RATE_PRODUCER = str(JAVA_SOURCES / "RateProducer.java")
 
@@ -179,15 +180,14 @@ class RateProducer:
         so a producer running behind (a full buffer on a busy machine) stopped earlier would
         leave the records of a window that ends at ``due_s`` partly unsent, and the window
         would hold only its early ones. Seen a write buffer late (64 KiB of lines)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+
+        def answered() -> bool:
+            if self.proc.poll() is not None:  # raised at once: it can no longer come
                 raise RuntimeError(f"RateProducer exited with {self.proc.returncode}")
             latest = latest_due(self.out)
-            if latest is not None and latest >= due_s:
-                return
-            time.sleep(0.2)
-        raise TimeoutError(f"RateProducer answered no record due after {due_s} in {timeout_s}s")
+            return latest is not None and latest >= due_s
+
+        wait_for(answered, f"RateProducer to answer a record due after {due_s}", timeout_s)
 
     def stop(self, timeout_s: float = 120) -> Totals:
         """Stop sending, wait for the outstanding acknowledgements, and return the totals."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.kafka_jars import run_class
+from tests.waiting import wait_for
 
 with warnings.catch_warnings():
     # kafka-python 3.0 loads its message schemas with importlib.resources.read_text, which
@@ -123,10 +124,12 @@ def reassign_and_wait(
     try:
         start = time.monotonic()
         execute(bootstrap, plan, work_dir, *extra)
-        while moves_in_flight(admin, parts):
-            if time.monotonic() - start > timeout_s:
-                raise TimeoutError(f"the reassignment did not complete in {timeout_s}s")
-            time.sleep(poll_s)
+        wait_for(
+            lambda: not moves_in_flight(admin, parts),
+            "Kafka to move none of the plan's partitions",
+            timeout_s,
+            interval=poll_s,
+        )
         wall = time.monotonic() - start
     finally:
         admin.close()

@@ -23,6 +23,7 @@ from jbod_broker.client import BrokerClient
 from jbod_broker.local import LocalCluster, free_port
 from jbod_broker.storage.names import TopicPartition
 from jbod_operator.plan.producer_ids import BLOCK_SIZE, take_block
+from tests.waiting import wait_for
 
 T = TypeVar("T")
 
@@ -347,11 +348,11 @@ def stub_cluster(
     ctl.cluster = cluster
     try:
         cluster.start()
-        deadline = time.monotonic() + endpoints_within_s
-        while len(ctl.kafka_endpoints) < size:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"Kafka endpoints of {size} brokers not heard in 30s")
-            time.sleep(0.05)
+        wait_for(
+            lambda: len(ctl.kafka_endpoints) >= size,
+            f"the Kafka endpoints of {size} brokers",
+            endpoints_within_s,
+        )
         yield StubCluster(cluster, ctl, loop)
     finally:
         for b in cluster.brokers:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ import pytest
 from jbod_broker.local import LocalCluster
 from tests.integration.controller_stub import ControllerStub
 from tests.kafka_jars import JAVA_SOURCES, QUICK_START_JVM, java_command
+from tests.waiting import wait_async
 
 TS0 = 1_700_000_000_000
 """``CountingProducer.TS0``: record n carries timestamp TS0 + n."""
@@ -51,11 +51,8 @@ class Env:
 
 
 async def wait_for(pred: Callable[[], bool], timeout_s: float, what: str, env: Env) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout_s}s: {what}\n{env.tails()}")
-        await asyncio.sleep(0.05)
+    """:func:`tests.waiting.wait_async`, the brokers' last log lines in the failure."""
+    await wait_async(pred, lambda: f"{what}\n{env.tails()}", timeout_s)
 
 
 @asynccontextmanager

@@ -49,6 +49,7 @@ from jbod_broker.storage.checkpoints import (
 from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch, iter_batches
 from tests.dockerfile import Dockerfile, Instruction, pin_drift, read_pins
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -431,20 +432,17 @@ def http(
 
 
 def wait_status(run: Running, url: str, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
+    def ok() -> bool:
         if run.proc.poll() is not None:
             pytest.fail(f"broker exited with {run.proc.returncode}:\n{run.output()[-3000:]}")
-        try:
-            status, _ = http("GET", url)
-            if status == 200:
-                return
-            last = status
-        except (urllib.error.URLError, OSError) as e:
-            last = e
-        time.sleep(0.05)
-    pytest.fail(f"{url} not 200 within {timeout_s}s (last: {last}):\n{run.output()[-3000:]}")
+        return http("GET", url)[0] == 200
+
+    wait_for(
+        ok,
+        lambda: f"{url} to answer 200:\n{run.output()[-3000:]}",
+        timeout_s,
+        retry=(urllib.error.URLError, OSError),
+    )
 
 
 def stop(run: Running, timeout_s: float = 20) -> int:

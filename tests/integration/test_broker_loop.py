@@ -33,6 +33,7 @@ from jbod_broker.errors import InvalidRequestError
 from jbod_broker.local import LocalBroker, write_token
 from tests.integration.controller_stub import ControllerStub, LoopThread
 from tests.tiers import SERIAL
+from tests.waiting import wait_async, wait_for
 
 pytestmark = [pytest.mark.integration, SERIAL]
 
@@ -80,9 +81,12 @@ class ReadyzProbe:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", PROBE, url, str(self.stop_file)], stdout=out, text=True
             )
-        while not self.out_file.read_text().strip():  # running before the request goes
+
+        def answered() -> bool:  # running before the request goes
             assert self.proc.poll() is None, "the probe ended before its first answer"
-            time.sleep(0.01)
+            return bool(self.out_file.read_text().strip())
+
+        wait_for(answered, "the probe's first answer")
 
     def finish(self) -> list[float]:
         self.stop_file.touch()
@@ -228,8 +232,8 @@ def serve(cb: ControlledBroker, path: str, req: wire.Model) -> tuple[Served, byt
     async def run() -> tuple[float, list[float], int, bytes]:
         timeout = aiohttp.ClientTimeout(total=900)
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            while beats() < 2:  # the channel is beating before the request goes
-                await asyncio.sleep(0.05)
+            # The channel is beating before the request goes.
+            await wait_async(lambda: beats() >= 2, "two heartbeats", 900)
             probe = ReadyzProbe(cb.broker.url, cb.workdir)
             try:
                 before = beats()
@@ -241,8 +245,8 @@ def serve(cb: ControlledBroker, path: str, req: wire.Model) -> tuple[Served, byt
                     assert resp.status == 200, (resp.status, answer[:300])
                 took = time.monotonic() - t
                 seen = beats()
-                while beats() < seen + 2:  # one beat after the answer closes the last gap
-                    await asyncio.sleep(0.05)
+                # One beat after the answer closes the last gap.
+                await wait_async(lambda: beats() >= seen + 2, "two beats after the answer", 900)
             finally:
                 latencies = probe.finish()
             return took, latencies, before, answer

@@ -44,6 +44,7 @@ from jbod_broker.local import LocalBroker, lead_alone, write_token
 from jbod_broker.storage.records import build_batch
 from tests.integration.test_broker_loop import READY_WITHIN_S, ReadyzProbe
 from tests.tiers import SERIAL
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, SERIAL]
 
@@ -166,14 +167,6 @@ def metrics(b: LocalBroker) -> dict[str, float]:
         if m:
             out[m.group(1)] = float(m.group(2))
     return out
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = ANSWER_WITHIN_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s}s: {what}")
-        time.sleep(0.02)
 
 
 def expect_error(r: Reply, status: int, error: str, *words: str) -> None:
@@ -384,10 +377,12 @@ def test_memory_comes_back_when_a_client_leaves_mid_body(start_broker: StartBrok
         wait_for(
             lambda: metrics(b)["jbod_request_memory_used_bytes"] == 10 * MiB,
             "the body's reservation",
+            ANSWER_WITHIN_S,
         )
     wait_for(
         lambda: metrics(b)["jbod_request_memory_used_bytes"] == 0,
         "the reservation released after the client left",
+        ANSWER_WITHIN_S,
     )
 
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import urllib.request
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from jbod_broker.local import LocalCluster, lead_alone
 from jbod_broker.storage.records import build_batch
 from tests.broker_metrics import scrape
 from tests.integration.controller_stub import ControllerStub
+from tests.waiting import wait_async
 
 pytestmark = pytest.mark.integration
 
@@ -77,14 +76,6 @@ REASSIGNMENT_METRICS = (
 )
 
 
-async def _until(cond: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout_s}s: {what}")
-        await asyncio.sleep(0.05)
-
-
 def test_reassignment_traffic_is_counted_apart(tmp_path: Path) -> None:
     """Kafka's ReassignmentBytesIn/OutPerSec and the throttled byte counts, on two broker
     processes: a partition gaining a replica on broker 1 with the throttled-replica lists set as
@@ -139,7 +130,7 @@ def test_reassignment_traffic_is_counted_apart(tmp_path: Path) -> None:
             async def joined() -> bool:
                 return ctl.state[moving].isr == [0, 1]
 
-            await _until(joined, "broker 1's new replica of moving-0 joined the ISR")
+            await wait_async(joined, "broker 1's new replica of moving-0 joined the ISR")
             after = [scrape(b.url) for b in cl.brokers]
             copied = 6 * len(batch)
             assert after[0]["jbod_reassignment_bytes_out_total"] == copied

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from jbod_broker.storage.records import build_batch
 from jbod_operator.models.reassignment import MAX_PARTITIONS, MAX_REPLICAS
 from tests.integration.controller_stub import ControllerStub
 from tests.kube_cluster import KubeCluster
+from tests.waiting import wait_async, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -100,13 +100,23 @@ KIP113_SCHEMA: dict[str, Any] = {
 }
 
 
-def jbod_ctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def jbod_ctl(
+    *args: str, env: dict[str, str] | None = None, stderr: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI's run; with ``stderr``, what it writes there goes to that file as it comes (a
+    test reads its progress while it runs) and is the result's ``stderr`` too."""
     cmd = (
         [str(JBOD_CTL)] if JBOD_CTL.exists() else [sys.executable, "-m", "jbod_operator.tools.cli"]
     )
-    return subprocess.run(
-        [*cmd, *args], capture_output=True, text=True, timeout=120, env=env, check=False
-    )
+    if stderr is None:
+        return subprocess.run(
+            [*cmd, *args], capture_output=True, text=True, timeout=120, env=env, check=False
+        )
+    with stderr.open("w") as err:
+        done = subprocess.run(
+            [*cmd, *args], stdout=subprocess.PIPE, stderr=err, text=True, timeout=120, env=env
+        )
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout, stderr.read_text())
 
 
 def placement(doc: dict[str, Any]) -> dict[int, set[tuple[str, int]]]:
@@ -286,7 +296,7 @@ class KubeEnv:
             json.dumps({"status": status}),
         )
 
-    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def ctl(self, *args: str, stderr: Path | None = None) -> subprocess.CompletedProcess[str]:
         assert self.kc.kubeconfig is not None and self.kc.workdir is not None
         env = dict(os.environ, KUBECACHEDIR=str(self.kc.workdir / "kubectl-cache"))
         return jbod_ctl(
@@ -298,6 +308,7 @@ class KubeEnv:
             "--kubectl",
             str(self.kc.kubectl_path),
             env=env,
+            stderr=stderr,
         )
 
 
@@ -398,15 +409,21 @@ def test_to_manifests_reads_topic_statuses_and_apply_waits(kube: KubeEnv, tmp_pa
     assert p.returncode == 1 and p.stdout == ""
     assert "broker 5 does not exist in cluster kip (brokers 0-2)" in p.stderr
 
-    # apply --wait follows the status (written here as the operator would).
+    # apply --wait follows the status (written here as the operator would), each step once
+    # the CLI has shown the one before.
+    progress = tmp_path / "apply.err"
+
     def operator() -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            got = kube.kc.kubectl("get", "logdirmove", "t1-dirs", "-n", kube.ns, check=False)
-            if got.returncode == 0:
-                break
-            time.sleep(0.1)
-        time.sleep(0.6)
+        wait_for(
+            lambda: (
+                kube.kc.kubectl(
+                    "get", "logdirmove", "t1-dirs", "-n", kube.ns, check=False
+                ).returncode
+                == 0
+            ),
+            "the LogDirMove applied",
+            30,
+        )
         kube.patch_status(
             "logdirmove",
             "t1-dirs",
@@ -420,7 +437,7 @@ def test_to_manifests_reads_topic_statuses_and_apply_waits(kube: KubeEnv, tmp_pa
                 "replicas": [{"brokerId": 0, "topic": "clicks", "partition": 0, "state": "Moving"}],
             },
         )
-        time.sleep(1.2)
+        wait_for(lambda: "Moving" in progress.read_text(), "the CLI to show Moving", 60)
         kube.patch_status(
             "logdirmove",
             "t1-dirs",
@@ -446,7 +463,9 @@ def test_to_manifests_reads_topic_statuses_and_apply_waits(kube: KubeEnv, tmp_pa
 
     th = threading.Thread(target=operator, daemon=True)
     th.start()
-    p = kube.ctl("logdirmove", "apply", str(manifests), "--wait", "--timeout", "60")
+    p = kube.ctl(
+        "logdirmove", "apply", str(manifests), "--wait", "--timeout", "60", stderr=progress
+    )
     th.join()
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
@@ -780,10 +799,7 @@ def test_reassignments_list_describe_verify_on_real_brokers(kube: KubeEnv, tmp_p
                         follower_replication_throttled_replicas=[],
                     )
                 )
-            deadline = time.monotonic() + 60
-            while ctl.state[tp].isr != [0, 1]:
-                assert time.monotonic() < deadline, "broker 1 did not join the ISR"
-                await asyncio.sleep(0.05)
+            await wait_async(lambda: ctl.state[tp].isr == [0, 1], "broker 1 to join the ISR")
             record()
             kube.patch_status(
                 "partitionreassignment",

@@ -4,8 +4,6 @@ after a broker restart (the demo's rolling restart) it goes on from where it sto
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from jbod_broker.client import BrokerClient, BrokerUnavailableError
 from jbod_broker.counting import CountingConsumer, CountingProducer, verify
 from jbod_broker.local import LocalBroker, lead_alone, write_token
 from jbod_broker.storage.names import TopicPartition
+from tests.waiting import wait_async
 
 pytestmark = pytest.mark.integration
 
@@ -22,10 +21,11 @@ async def acked_at_least(producer: CountingProducer, n: int, timeout_s: float = 
     """Until the producer's own loop has ``n`` values acknowledged (a condition: its pace
     depends on the machine). The test never sends beside that loop: two senders of one
     producer could reorder its values, which ``verify`` rightly calls a failure."""
-    deadline = time.monotonic() + timeout_s
-    while producer.acked_count < n:
-        assert time.monotonic() < deadline, f"{producer.acked_count} of {n} values acknowledged"
-        await asyncio.sleep(0.02)
+    await wait_async(
+        lambda: producer.acked_count >= n,
+        lambda: f"{producer.acked_count} of {n} values acknowledged",
+        timeout_s,
+    )
 
 
 async def test_a_tailing_consumer_reads_every_acknowledged_value_once(tmp_path: Path) -> None:
@@ -45,10 +45,7 @@ async def test_a_tailing_consumer_reads_every_acknowledged_value_once(tmp_path: 
         # a restart under the consumer: its fetches fail (waited for, not assumed: a quick
         # restart can fall between two fetches), then it goes on from its offsets
         b.stop()
-        deadline = time.monotonic() + 60
-        while consumer.errors == 0:
-            assert time.monotonic() < deadline, "the consumer never saw the broker stopped"
-            await asyncio.sleep(0.05)
+        await wait_async(lambda: consumer.errors > 0, "the consumer to see the broker stopped")
         b.start()
         try:
             await lead_alone(client, "t", 2)

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from jbod_operator.clients.kafka_admin import KafkaAdmin, KafkaAdminError, Kafka
 from jbod_operator.plan.kafka_types import BrokerLogDirs, ClusterDescription, ConfigKind
 from tests.integration.conftest import JBOD_BROKERS, JBOD_LOG_DIRS
 from tests.kafka_jars import DEDICATED_CONTROLLER_ID, KafkaCluster
+from tests.waiting import wait_async
 
 with warnings.catch_warnings():  # kafka-python 3.0's import warns on Python 3.11
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -238,15 +237,6 @@ async def _every_call(kafka: KafkaCluster, topic: str) -> None:
         assert missing.error == "UNKNOWN_TOPIC_OR_PARTITION" and missing.partitions == ()
     finally:
         await admin.close()
-
-
-async def wait_async(check: Callable[[], object], what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await check():  # type: ignore[misc]
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_an_unreachable_cluster_is_one_error_with_the_client_s_name() -> None:

@@ -51,6 +51,7 @@ from tests.integration.test_kafka_bad_input import (
     produce_request,
 )
 from tests.tiers import SERIAL
+from tests.waiting import wait_async
 
 pytestmark = [pytest.mark.integration, SERIAL]
 
@@ -108,13 +109,6 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         yield Env(ctl, cluster)
 
 
-async def wait_until(what: str, ok: Any, timeout_s: float = 10) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await asyncio.to_thread(ok):
-        assert time.monotonic() < deadline, f"never: {what}"
-        await asyncio.sleep(0.02)
-
-
 async def timed(what: str, aw: Any) -> Any:
     """``aw``'s result, asserting it came within :data:`ANSWER_WITHIN_S` (given 10 s to come
     at all, so a failure says how long it took)."""
@@ -151,8 +145,11 @@ async def test_frame_sizes_alone_hold_no_memory_and_stall_nobody(env: Env) -> No
         for _, writer in hostile:
             writer.write(struct.pack(">i", HOSTILE_FRAME))
             await writer.drain()
-        await wait_until(
-            "three hostile connections", lambda: env.metrics()["jbod_kafka_connections"] >= 3
+        await wait_async(
+            lambda: env.metrics()["jbod_kafka_connections"] >= 3,
+            "three hostile connections",
+            10,
+            in_thread=True,
         )
         await serves_everyone(env, 2)
         assert env.metrics()["jbod_request_memory_used_bytes"] < OTHERS_HOLD
@@ -181,7 +178,12 @@ async def test_a_pool_exhausted_by_slow_bodies_is_said_and_others_are_served(env
         for _, writer in slow:
             writer.write(head)
             tricklers.append(asyncio.create_task(trickle(writer, piece, 0.1)))
-        await wait_until("the pool stalled", lambda: env.readyz()["request_memory"]["stalled"])
+        await wait_async(
+            lambda: env.readyz()["request_memory"]["stalled"],
+            "the pool stalled",
+            10,
+            in_thread=True,
+        )
         ready = env.readyz()["request_memory"]
         m = env.metrics()
         print(json.dumps({"readyz": ready, "stalled_metric": m["jbod_request_memory_stalled"]}))
@@ -197,12 +199,14 @@ async def test_a_pool_exhausted_by_slow_bodies_is_said_and_others_are_served(env
             t.cancel()
         for _, writer in slow:
             writer.transport.abort()  # what it has not sent yet goes too
-    await wait_until(
-        "the stall over once the slow bodies went",
+    await wait_async(
         lambda: (
             not env.readyz()["request_memory"]["stalled"]
             and env.metrics()["jbod_request_memory_used_bytes"] < OTHERS_HOLD
         ),
+        "the stall over once the slow bodies went",
+        10,
+        in_thread=True,
     )
 
 

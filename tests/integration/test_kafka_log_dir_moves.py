@@ -15,7 +15,6 @@ real Apache Kafka 4.3: one dedicated KRaft controller and 4 brokers x 2 log dirs
 from __future__ import annotations
 
 import asyncio
-import time
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
 
@@ -33,6 +32,7 @@ from jbod_operator.plan.kafka_types import ConfigKind
 from jbod_operator.plan.port_types import CancelMoves, Cordon, SetThrottle, Start, StartAnswer
 from tests.integration.conftest import JBOD_BROKERS, JBOD_LOG_DIRS
 from tests.kafka_jars import KafkaCluster
+from tests.waiting import wait_async
 
 with warnings.catch_warnings():  # kafka-python 3.0's import warns on Python 3.11
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -79,17 +79,6 @@ def run(coro_fn: Callable[[KafkaLogDirMoves, KafkaAdmin], Awaitable[None]], boot
     asyncio.run(go())
 
 
-async def wait_async(
-    check: Callable[[], Awaitable[object]], what: str, timeout_s: float = 60
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_a_throttled_move_shows_progress_cancels_and_ends_with_no_throttle_left(
     kafka_jbod: KafkaCluster, topic: str
 ) -> None:
@@ -122,15 +111,15 @@ def test_a_throttled_move_shows_progress_cancels_and_ends_with_no_throttle_left(
         assert await ex.wait_for_a_move_to_end({1: [(topic, 0)]}, 2.0) is True
         # The rate is the future copy's growth between two reads: on a busy machine the copy
         # can stall between two of them (rate 0, no ETA, truthfully), so read until it moved.
-        deadline = time.monotonic() + 30
-        while True:
+
+        async def moving() -> wire.ReplicaLogDirInfo | None:
             (info,) = await ex.describe_moves(1, [(topic, 0)])
             assert info.state in (wire.MoveState.COPYING, wire.MoveState.CATCHING_UP)
             assert (info.current_log_dir, info.future_log_dir) == (here.path, there.path)
             assert 0 < info.bytes_copied < info.bytes_total
-            if info.rate_bytes_per_sec > 0 or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.2)
+            return info if info.rate_bytes_per_sec > 0 else None
+
+        info = await wait_async(moving, "the copy's rate above 0", 30)
         assert info.rate_bytes_per_sec > 0 and info.eta_seconds is not None
 
         await ex.cancel(CancelMoves((replica,)))

@@ -4,7 +4,6 @@ throttle stays on the brokers until ``--verify`` (the behaviour users forget, kn
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 
 from tests.kafka_jars import QUICK_START_JVM, TOPIC_COMMAND, KafkaCluster, run_class
 from tests.kafka_reassign import execute, moves_in_flight, reassign_and_wait, tool_plan, verify
+from tests.waiting import wait_for
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -80,9 +80,8 @@ def test_the_tools_throttle_stays_until_verify(cluster: KafkaCluster, tmp_path: 
     try:
         execute(cluster.bootstrap, plan, tmp_path, "--throttle", "50000000")
         assert broker_throttles(admin, 1) == dict.fromkeys(THROTTLE_KEYS, "50000000")
-        deadline = time.monotonic() + 60
-        while moves_in_flight(admin, [("t", 1)]):  # 1 MB under a 50 MB/s throttle
-            assert time.monotonic() < deadline, "Kafka did not finish moving t-1"
+        # 1 MB under a 50 MB/s throttle.
+        wait_for(lambda: not moves_in_flight(admin, [("t", 1)]), "Kafka to finish moving t-1", 60)
         # Done moving, and the throttle is still there: only --verify takes it away.
         assert broker_throttles(admin, 1) == dict.fromkeys(THROTTLE_KEYS, "50000000")
         assert verify(cluster.bootstrap, plan, tmp_path)

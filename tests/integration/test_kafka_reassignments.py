@@ -22,6 +22,7 @@ from jbod_operator.plan import kafka_reassignment as kr
 from jbod_operator.plan.kafka_types import ConfigKind
 from jbod_operator.plan.port_types import PartView, Tell, Throttle, WritePartition
 from tests.kafka_jars import KafkaCluster
+from tests.waiting import wait_async
 
 pytestmark = pytest.mark.integration
 
@@ -69,18 +70,6 @@ def resource(current_batch: list[dict[str, Any]]) -> PartitionReassignment:
             "status": {"phase": "Running", "currentBatch": current_batch},
         }
     )
-
-
-async def wait_until(check: Any, what: str, timeout_s: float = 60) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
-        got = await check()
-        if got:
-            return got
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.2)
 
 
 async def throttles(admin: KafkaAdmin) -> dict[str, set[str]]:
@@ -174,7 +163,7 @@ async def _scenario(admin: KafkaAdmin, kafka: KafkaCluster) -> None:
         (meta,) = await admin.describe_topics([TOPIC])
         return (meta.partitions[0].replicas, meta.partitions[0].leader) == ((2, 1), 2)
 
-    await wait_until(as_before, "partition 0 back at [2, 1] led by 2 in Metadata")
+    await wait_async(as_before, "partition 0 back at [2, 1] led by 2 in Metadata")
 
     # Lifted: every throttle config of the pass deleted.
     await ex.throttle(
@@ -200,7 +189,7 @@ async def _scenario(admin: KafkaAdmin, kafka: KafkaCluster) -> None:
     async def ended() -> bool:
         return not await admin.list_partition_reassignments()
 
-    await wait_until(ended, "the step on partition 1 to end")
+    await wait_async(ended, "the step on partition 1 to end")
     where = [
         d.path
         for b in await admin.describe_log_dirs([4])
@@ -215,7 +204,7 @@ async def _scenario(admin: KafkaAdmin, kafka: KafkaCluster) -> None:
         d = (await ex.partitions(resource([]))).topics[TOPIC].partitions[1]
         return d if d.replicas == (4, 2) else None
 
-    done = await wait_until(at_target, "Metadata to show partition 1 at [4, 2]")
+    done = await wait_async(at_target, "Metadata to show partition 1 at [4, 2]")
     if done.leader != 4:
         elected = replace(done, leader=4)
         await ex.write_partitions([WritePartition(TOPIC, elected)])
@@ -225,7 +214,7 @@ async def _scenario(admin: KafkaAdmin, kafka: KafkaCluster) -> None:
         (meta,) = await admin.describe_topics([TOPIC])
         return meta.partitions[1].leader == 4
 
-    await wait_until(led_by_4, "partition 1 led by broker 4")
+    await wait_async(led_by_4, "partition 1 led by broker 4")
 
 
 def _entry(p: int, current: list[int], target: list[int]) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch
 from tests.broker_metrics import scrape
 from tests.integration.controller_stub import ControllerStub
+from tests.waiting import wait_async
 
 pytestmark = pytest.mark.integration
 
@@ -62,11 +62,7 @@ class Env:
     async def until(
         self, pred: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 30
     ) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not await pred():
-            if time.monotonic() > deadline:
-                pytest.fail(f"not within {timeout_s}s: {what}\n{self.tails()}")
-            await asyncio.sleep(0.05)
+        await wait_async(pred, lambda: f"{what}\n{self.tails()}", timeout_s)
 
 
 @pytest.fixture

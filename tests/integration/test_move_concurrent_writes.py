@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -23,11 +24,17 @@ from jbod_broker.storage.log import LogConfig
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition
 from tests.move_helpers import Appender, iter_records, parse_payload
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 6
 ROUNDS = 6
+
+
+def started(a: Appender) -> bool:
+    """Some records appended (or the appender failed: its stop raises why)."""
+    return a.acked >= 50 or a.error is not None
 
 
 def test_appends_during_moves_in_both_directions(tmp_path: Path) -> None:
@@ -56,7 +63,8 @@ def test_appends_during_moves_in_both_directions(tmp_path: Path) -> None:
     try:
         for a in appenders:
             a.start()
-        time.sleep(0.5)  # some data before the first moves
+        for a in appenders:  # some data before the first moves
+            wait_for(partial(started, a), f"appends to {a.tag}")
         for r in range(ROUNDS):
             step = 1 if r % 2 == 0 else 2  # disk i -> i+1, then i -> i-1: both directions
             for tp in tps:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch
 from tests.move_helpers import Appender, fill, iter_records, parse_payload, read_values
 from tests.permissions import require_permissions
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -51,13 +52,6 @@ def _make(lm: LogManager, tp: TopicPartition, d: str, nbytes: int) -> Log:
     return lg
 
 
-def _wait(cond: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def _appended(lg: Log, tag: str) -> list[int]:
     return [parse_payload(v)[1] for _, v in iter_records(lg) if v.startswith(tag.encode() + b":")]
 
@@ -73,7 +67,7 @@ def test_destination_fails_mid_move(setup: tuple[LogManager, list[str]]) -> None
     try:
         appender.start()
         engine.alter_replica_log_dir(MOVING, dest)
-        _wait(lambda: engine.status(MOVING).bytes_copied > 500_000)
+        wait_for(lambda: engine.status(MOVING).bytes_copied > 500_000)
         assert engine.status(MOVING).state in (MoveState.COPYING, MoveState.CATCHING_UP)
         os.chmod(dest, 0)
         info = engine.wait(MOVING, 20)
@@ -81,7 +75,8 @@ def test_destination_fails_mid_move(setup: tuple[LogManager, list[str]]) -> None
         assert info.error is not None and f"destination log dir {dest} failed" in info.error
         assert "Permission denied" in info.error
         assert dest in lm.offline_dirs() and src not in lm.offline_dirs()
-        time.sleep(0.2)  # appends go on in the surviving directory
+        going = appender.acked  # appends go on in the surviving directory
+        wait_for(lambda: appender.acked >= going + 20, "appends after the failure")
         appender.stop()  # first: an append in flight when acked is read would count as extra
         acked = appender.acked
         assert lm.get_log(MOVING) is lg and lg.log_dir == src
@@ -105,7 +100,7 @@ def test_source_fails_mid_move(setup: tuple[LogManager, list[str]]) -> None:
     try:
         appender.start()
         engine.alter_replica_log_dir(MOVING, dest)
-        _wait(lambda: engine.status(MOVING).bytes_copied > 500_000)
+        wait_for(lambda: engine.status(MOVING).bytes_copied > 500_000)
         os.chmod(src, 0)
         info = engine.wait(MOVING, 20)
         assert info.state is MoveState.FAILED

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,7 @@ from jbod_broker.storage.names import TopicPartition
 from jbod_broker.storage.records import build_batch
 from tests.move_helpers import Appender, fill, iter_records, parse_payload, read_values
 from tests.tmpfs import fill_up, free_bytes, mounted_tmpfs
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -64,13 +64,6 @@ def make(lm: LogManager, tp: TopicPartition, d: str, nbytes: int) -> Log:
     fill(lg, nbytes, batch_bytes=4000)
     lg.update_high_watermark(lg.log_end_offset)
     return lg
-
-
-def wait_for(cond: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def listing(d: str) -> list[str]:

@@ -5,15 +5,14 @@ The drivers in pods (Job, SparkApplication) are ``test_planning_jobs_kube.py``'s
 
 from __future__ import annotations
 
-import asyncio
 import stat
-import time
 from pathlib import Path
 
 import pytest
 
 from jbod_operator.clients.planning_jobs import JobRef, LocalDriver, PlanningJobs
 from jbod_operator.plan.rebalance import JobState
+from tests.waiting import wait_async
 
 pytestmark = pytest.mark.integration
 
@@ -82,17 +81,13 @@ async def test_a_failed_job_says_why_from_its_log(launcher: PlanningJobs) -> Non
 async def test_cleanup_stops_a_running_job_and_its_children(launcher: PlanningJobs) -> None:
     await launcher.start(JOB, b"hang", [])
     pid_file = launcher.job_dir(JOB) / "pid"
-    while not pid_file.exists():
-        await asyncio.sleep(0.05)
+    await wait_async(pid_file.exists, "the driver's pid file")
     assert (await launcher.state(JOB)).state == JobState.RUNNING
     pid = int(pid_file.read_text())
     await launcher.cleanup(JOB)
     # The driver's own child (Spark's JVM) goes with the group: killed, it is gone as soon
     # as the kernel has delivered the signal (a loaded machine showed it a moment later).
-    deadline = time.monotonic() + 10
-    while alive(pid) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert not alive(pid)
+    await wait_async(lambda: not alive(pid), f"the driver's child {pid} gone", 10)
     assert (await launcher.state(JOB)).state == JobState.UNKNOWN
 
 

@@ -13,7 +13,6 @@ no Job controller: a test writes what those would).
 
 from __future__ import annotations
 
-import asyncio
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -34,6 +33,7 @@ from jbod_operator.plan.rebalance import JobState, JobView
 from jbod_operator.settings import OperatorSettings, load_settings
 from tests.kube_cluster import KubeCluster
 from tests.spark_operator_stub import SparkOperatorStub
+from tests.waiting import wait_async
 
 pytestmark = pytest.mark.integration
 
@@ -104,10 +104,12 @@ def driver_script(tmp_path: Path) -> str:
 
 async def until(launcher: PlanningJobs, job: JobRef, *states: JobState) -> JobView:
     """The job's view once it is in one of ``states`` (the stand-in moves it on its own)."""
-    async with asyncio.timeout(60):
-        while (view := await launcher.state(job)).state not in states:
-            await asyncio.sleep(0.1)
-    return view
+
+    async def there() -> JobView | None:
+        view = await launcher.state(job)
+        return view if view.state in states else None
+
+    return await wait_async(there, f"job {job} in {states}", 60)
 
 
 async def test_a_spark_application_is_accepted_as_built_and_followed_to_its_plan(

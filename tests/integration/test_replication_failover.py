@@ -53,6 +53,7 @@ from jbod_broker.storage.records import build_batch
 from tests.integration.controller_stub import ControllerStub
 from tests.integration.counting import CountingProducer, consume_all, running, verify
 from tests.permissions import require_permissions
+from tests.waiting import wait_async
 
 pytestmark = pytest.mark.integration
 
@@ -122,18 +123,15 @@ Pred = Callable[[], bool | Awaitable[bool]]
 async def wait_until(
     env: Env, pred: Pred, timeout_s: float, what: str | Callable[[], str]
 ) -> float:
-    """Poll ``pred`` until true; returns the seconds it took, fails naming ``what``."""
+    """:func:`tests.waiting.wait_async` (the brokers' last log lines in the failure); returns
+    the seconds it took."""
     start = time.monotonic()
-    while True:
-        res = pred()
-        if not isinstance(res, bool):
-            res = await res
-        if res:
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout_s:
-            why = what if isinstance(what, str) else what()
-            pytest.fail(f"not within {timeout_s}s: {why}\n{env.tails()}")
-        await asyncio.sleep(0.05)
+
+    def why() -> str:
+        return f"{what if isinstance(what, str) else what()}\n{env.tails()}"
+
+    await wait_async(pred, why, timeout_s, interval=0.05)
+    return time.monotonic() - start
 
 
 async def wait_acked(

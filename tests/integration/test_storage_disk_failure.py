@@ -31,6 +31,7 @@ from jbod_broker.storage.names import TopicPartition, log_dir_name
 from jbod_broker.storage.records import build_batch, decode_batch, validate_batches
 from tests.permissions import require_permissions
 from tests.tmpfs import close_fds_under, fill_up, mounted_tmpfs, resize_tmpfs
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -259,17 +260,19 @@ def test_chmod_000_while_appending_isolates_that_directory(
     t = threading.Thread(target=writer, name="writer")
     t.start()
     try:
-        deadline = time.monotonic() + 30
-        while min(a.batches for a in acked.values()) < 40 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        wait_for(
+            lambda: min(a.batches for a in acked.values()) >= 40 or unexpected,
+            "40 batches appended to each partition",
+            30,
+        )
         assert not unexpected
         chmod(bad, 0)
         assert rec.went_offline.wait(20), "the directory never went offline"
-        deadline = time.monotonic() + 30
-        while (
-            min(appends_after_failure[tp] for tp in good_tps) < 50 and time.monotonic() < deadline
-        ):
-            time.sleep(0.005)
+        wait_for(
+            lambda: min(appends_after_failure[tp] for tp in good_tps) >= 50 or unexpected,
+            "50 appends to each live partition after the failure",
+            30,
+        )
     finally:
         stop.set()
         t.join(30)

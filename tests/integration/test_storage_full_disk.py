@@ -20,13 +20,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from jbod_broker import wire
+from jbod_broker.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT
 from jbod_broker.storage.errors import InsufficientSpaceError
 from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.log_manager import LogManager, StartupReport
@@ -58,6 +58,7 @@ from tests.integration.test_storage_disk_failure import (
     read_rows,
 )
 from tests.tmpfs import close_fds_under, fill_up, free_bytes, mounted_tmpfs, resize_tmpfs
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -339,15 +340,23 @@ def _fetch_all(layout: ImageLayout, tp: TopicPartition) -> list[bytes]:
             offset = hdr.next_offset
 
 
+def checkpoint_stamp(d: str) -> tuple[int, int] | None:
+    """Which write of ``d``'s high-watermark checkpoint is there (each is a new file)."""
+    try:
+        st = os.stat(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT))
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
 def _kill_mid_copy(layout: ImageLayout, run: Running, dest: str) -> None:
     """SIGKILL the broker once the move has copied a good part of the replica to ``dest``."""
-    deadline = time.monotonic() + 30
-    while True:
+
+    def going() -> bool:
         futures = [p for p in _describe(layout)[dest].partitions if p.is_future]
-        if futures and futures[0].size > 300_000:
-            break
-        assert time.monotonic() < deadline, "the move never got going"
-        time.sleep(0.02)
+        return bool(futures) and futures[0].size > 300_000
+
+    wait_for(going, "the move to get going (300 kB copied)", 30)
     run.proc.send_signal(signal.SIGKILL)
     run.proc.wait(20)
 
@@ -391,7 +400,14 @@ def test_broker_restarts_with_a_half_copied_future_on_a_full_disk(
     run = start(layout)
     try:
         wait_status(run, layout.url + "/readyz")
-        time.sleep(0.5)  # flushes and checkpoints run meanwhile: the space is really there
+        # Two checkpoint rounds (every 100 ms) written on the full disk: the space is really there.
+        for _ in range(2):
+            seen = checkpoint_stamp(small_disk)
+            wait_for(
+                lambda seen=seen: checkpoint_stamp(small_disk) not in (None, seen),  # type: ignore[misc]
+                f"a checkpoint written on {small_disk}",
+                30,
+            )
         status, body = http("GET", layout.url + "/readyz")
         assert status == 200 and json.loads(body)["offline_log_dirs"] == [], body
         desc = _describe(layout)

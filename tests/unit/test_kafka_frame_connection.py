@@ -18,6 +18,7 @@ import pytest
 
 from jbod_broker.kafka.connection import FrameConnection, FrameCutShort
 from jbod_broker.kafka.protocol import SIZE
+from tests.waiting import wait_async
 
 MiB = 1024 * 1024
 SMALL = 64 * 1024
@@ -144,9 +145,8 @@ async def test_reading_pauses_while_nobody_reads() -> None:
         payloads = [os.urandom(40_000) for _ in range(40)]  # 1.6 MB of small frames
         stream = b"".join(_frame(p) for p in payloads)
         sender = asyncio.create_task(asyncio.get_running_loop().sock_sendall(peer, stream))
-        async with asyncio.timeout(10):
-            while not conn._paused:  # the small buffer filled up and reading stopped
-                await asyncio.sleep(0.001)
+        # The small buffer filled up and reading stopped.
+        await wait_async(lambda: conn._paused, "reading paused", 10)
         assert conn._end - conn._start == SMALL  # all the process holds
         assert not sender.done()  # the rest waits in the socket buffers
         assert [await _read_frame(conn) for _ in payloads] == payloads

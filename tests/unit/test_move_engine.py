@@ -32,6 +32,7 @@ from jbod_broker.storage.log import Log, LogConfig
 from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import TopicPartition
 from tests.move_helpers import Appender, check_sequence, fill, read_values
+from tests.waiting import wait_for
 
 TP = TopicPartition("moves", 0)
 CONFIG = LogConfig(segment_bytes=64 * 1024)
@@ -192,14 +193,6 @@ def slow_engine(lm: LogManager, rate: int = 200_000, **kw: object) -> ReplicaMov
     return ReplicaMoveEngine(lm, throttle_rate=rate, **kw)  # type: ignore[arg-type]
 
 
-def wait_for(cond: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.005)
-
-
 def test_any_cancels_and_removes_the_future_folder(lm: LogManager) -> None:
     lg = make_log(lm)
     before = read_values(lg)
@@ -286,13 +279,21 @@ def test_workers_default_to_one_per_log_dir_and_come_from_config(lm: LogManager)
 
 def test_moves_run_in_parallel_up_to_the_worker_count(lm: LogManager) -> None:
     logs = [make_log(lm, TopicPartition("par", i), 300_000) for i in range(4)]
-    engine = slow_engine(lm, rate=2_000_000, threads=2)
+    # 1.2 MB at 50 kB/s: no move can end before the throttle is lifted, so once both workers
+    # have taken one, the other two stay queued (whenever the workers get to run).
+    engine = slow_engine(lm, rate=50_000, threads=2)
     try:
         for lg in logs:
             engine.alter_replica_log_dir(lg.tp, other_dir(lm, lg))
-        time.sleep(0.1)
-        states = [engine.status(lg.tp).state for lg in logs]
-        assert states.count(MoveState.QUEUED) == 2
+
+        def states() -> list[MoveState | None]:
+            return [engine.status(lg.tp).state for lg in logs]
+
+        wait_for(
+            lambda: states().count(MoveState.QUEUED) <= 2, lambda: f"two moves taken: {states()}"
+        )
+        assert states().count(MoveState.QUEUED) == 2
+        assert all(s in (MoveState.QUEUED, MoveState.COPYING) for s in states()), states()
         engine.set_throttle_rate(None)
         for info in engine.wait_all(30):
             assert info.state is MoveState.DONE

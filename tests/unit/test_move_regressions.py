@@ -12,7 +12,7 @@ import shutil
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +24,7 @@ from jbod_broker.storage.log_manager import LogManager
 from jbod_broker.storage.names import LEADER_EPOCH_CHECKPOINT, TopicPartition
 from jbod_broker.storage.records import build_batch
 from tests.move_helpers import fill, read_values
+from tests.waiting import wait_for
 
 TP = TopicPartition("bugs", 0)
 SMALL = LogConfig(segment_bytes=32 * 1024)
@@ -98,13 +99,6 @@ def replica_folders(d: str) -> list[str]:
     return [n for n in names(d) if os.path.isdir(os.path.join(d, n))]
 
 
-def wait_until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.005)
-
-
 # -- KAFKA-8002: compare offsets, not segment layouts -------------------------------------------
 
 
@@ -166,7 +160,7 @@ def test_kafka_9087_resending_the_same_move_changes_nothing(lm: LogManager) -> N
     engine = ReplicaMoveEngine(lm, throttle_rate=300_000)
     try:
         assert engine.alter_replica_log_dir(TP, dest) is AlterResult.STARTED
-        wait_until(lambda: engine.status(TP).bytes_copied > 40_000)
+        wait_for(lambda: engine.status(TP).bytes_copied > 40_000)
         future = lm.get_future_log(TP)
         assert future is not None
         path, copied = future.dir_path, engine.status(TP).bytes_copied
@@ -387,6 +381,8 @@ def test_kafka_14824_source_failure_drops_the_future_and_is_not_retried(
     other_values = read_values(other)
     gate = Gate("mid_copy")
     engine = ReplicaMoveEngine(lm, hooks=gate.hooks(), threads=2)
+    ends: list[tuple[TopicPartition, MoveState]] = []
+    engine.add_end_listener(lambda tp, state: ends.append((tp, state)))
     try:
         engine.alter_replica_log_dir(TP, dest)
         assert gate.reached.wait(10)
@@ -403,8 +399,14 @@ def test_kafka_14824_source_failure_drops_the_future_and_is_not_retried(
         assert "injected I/O error" in info.error
         engine.run_deletions()
         assert replica_folders(dest) == []  # no copy left behind on the live destination
-        time.sleep(0.3)
-        assert engine.status(TP).state is MoveState.FAILED and replica_folders(dest) == []
+        # Not retried: a move asked for after the failure has been served (the workers take
+        # the queue in order), and the failed one ended once and left nothing.
+        engine.alter_replica_log_dir(other_tp, dest)
+        assert engine.wait(other_tp, 30).state is MoveState.DONE
+        assert [s for tp, s in ends if tp == TP] == [MoveState.FAILED]
+        assert engine.status(TP).state is MoveState.FAILED
+        probe = lm.get_log(other_tp)
+        assert probe is not None and replica_folders(dest) == [os.path.basename(probe.dir_path)]
         assert all(n.endswith("-future") is False for n in replica_folders(third))
         assert lm.get_future_log(TP) is None
     finally:
@@ -523,7 +525,7 @@ def test_cruise_control_2371_shutdown_stops_moves_in_progress(lm: LogManager) ->
     lg = make_log(lm, 300_000)
     engine = ReplicaMoveEngine(lm, throttle_rate=100_000)
     engine.alter_replica_log_dir(TP, dest_of(lm, lg))
-    wait_until(lambda: engine.status(TP).bytes_copied > 0)
+    wait_for(lambda: engine.status(TP).bytes_copied > 0)
     start = time.monotonic()
     engine.shutdown()
     assert time.monotonic() - start < 2

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from jbod_broker.move.throttle import MAX_CHUNK, MIN_CHUNK, Throttle
+from tests.waiting import wait_for
 
 
 def _take(throttle: Throttle, total: int, chunk: int) -> None:
@@ -65,7 +66,7 @@ def test_rate_change_wakes_waiters() -> None:
 
     th = threading.Thread(target=worker)
     th.start()
-    time.sleep(0.05)
+    wait_for(lambda: t.waiters == 1, "the worker blocked in acquire")
     assert not done.is_set()
     t.set_rate(None)
     assert done.wait(2)
@@ -78,7 +79,7 @@ def test_rate_raised_while_waiting_applies_to_the_wait() -> None:
     start = time.monotonic()
     th = threading.Thread(target=t.acquire, args=(1_000_000,))  # 10 s at the first rate
     th.start()
-    time.sleep(0.05)
+    wait_for(lambda: t.waiters == 1, "the worker blocked in acquire")
     t.set_rate(100_000_000)
     th.join(2)
     assert not th.is_alive()
@@ -91,7 +92,7 @@ def test_stop_condition_releases_a_waiter() -> None:
     result: list[bool] = []
     th = threading.Thread(target=lambda: result.append(t.acquire(10**6, stop.is_set)))
     th.start()
-    time.sleep(0.02)
+    wait_for(lambda: t.waiters == 1, "the worker blocked in acquire")
     stop.set()
     t.wake()
     th.join(2)

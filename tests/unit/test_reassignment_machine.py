@@ -29,7 +29,6 @@ from jbod_operator.models.reassignment import (
 from jbod_operator.models.reassignment import PartitionPhase as S
 from jbod_operator.models.reassignment import ReassignmentPhase as P
 from jbod_operator.plan import kafka_reassignment as kr
-from jbod_operator.plan import machine
 from jbod_operator.plan import reassignment as plan
 from jbod_operator.plan.conditions import iso
 from jbod_operator.plan.machine import IllegalTransitionError, transition
@@ -55,6 +54,7 @@ from jbod_operator.plan.reassignment import (
     Observed,
     advance,
 )
+from tests.machine_edges import edges_taken_by, recorder
 
 NOW = 1_700_000_000.0
 SIZE = 1000
@@ -147,14 +147,7 @@ def edges(monkeypatch: pytest.MonkeyPatch) -> list[Edge]:
     """Every state change the passes of one test take, in order (phase and partition edges
     alike): ``plan.reassignment`` calls ``transition`` for each."""
     taken: list[Edge] = []
-
-    def recording(table: Mapping[tuple[Any, Any], str], a: Any, b: Any) -> Any:
-        out = machine.transition(table, a, b)
-        if a != b:
-            taken.append((a, b))
-        return out
-
-    monkeypatch.setattr(plan, "transition", recording)
+    monkeypatch.setattr(plan, "transition", recorder(taken))
     return taken
 
 
@@ -1704,6 +1697,14 @@ def test_every_allowed_edge_is_taken_by_a_named_pass() -> None:
     assert set(TAKEN_BY) == set(PHASE_TRANSITIONS) | set(PARTITION_TRANSITIONS)
     for name in set(TAKEN_BY.values()):
         assert callable(globals().get(name)), name
+
+
+@pytest.mark.parametrize(("a", "b"), sorted(TAKEN_BY, key=str), ids=str)
+def test_each_allowed_edge_is_taken_by_the_pass_its_test_drives(a: Any, b: Any) -> None:
+    """The named test, run again with ``transition`` recorded, takes the edge through the
+    pass (not merely ends in its state): an edge no pass takes fails here."""
+    test = globals()[TAKEN_BY[(a, b)]]
+    assert (a, b) in edges_taken_by(test, plan), f"{test.__name__} does not take {a} -> {b}"
 
 
 # -- facts Kafka needs (issue 22), shared by both adapters -------------------------------------

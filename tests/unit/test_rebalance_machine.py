@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -24,7 +23,6 @@ from jbod_operator.models.rebalance import (
     RebalanceStatus,
 )
 from jbod_operator.models.rebalance import RebalancePhase as P
-from jbod_operator.plan import machine
 from jbod_operator.plan import rebalance as plan
 from jbod_operator.plan.machine import IllegalTransitionError, transition
 from jbod_operator.plan.rebalance import (
@@ -46,6 +44,7 @@ from jbod_operator.plan.rebalance import (
     WriteProposal,
     decide,
 )
+from tests.machine_edges import edges_taken_by, recorder
 
 NOW = 1_700_000_000.0
 Edge = tuple[Any, Any]
@@ -100,14 +99,7 @@ def test_only_refresh_leaves_an_ended_phase() -> None:
 @pytest.fixture
 def edges(monkeypatch: pytest.MonkeyPatch) -> list[Edge]:
     taken: list[Edge] = []
-
-    def recording(table: Mapping[tuple[Any, Any], str], a: Any, b: Any) -> Any:
-        out = machine.transition(table, a, b)
-        if a != b:
-            taken.append((a, b))
-        return out
-
-    monkeypatch.setattr(plan, "transition", recording)
+    monkeypatch.setattr(plan, "transition", recorder(taken))
     return taken
 
 
@@ -697,6 +689,14 @@ def test_every_allowed_edge_is_taken_by_a_named_pass() -> None:
     assert set(TAKEN_BY) == set(PHASE_TRANSITIONS)
     for name in set(TAKEN_BY.values()):
         assert callable(globals().get(name)), name
+
+
+@pytest.mark.parametrize(("a", "b"), sorted(TAKEN_BY, key=str), ids=str)
+def test_each_allowed_edge_is_taken_by_the_pass_its_test_drives(a: Any, b: Any) -> None:
+    """The named test, run again with ``transition`` recorded, takes the edge through the
+    pass (not merely ends in its state): an edge no pass takes fails here."""
+    test = globals()[TAKEN_BY[(a, b)]]
+    assert (a, b) in edges_taken_by(test, plan), f"{test.__name__} does not take {a} -> {b}"
 
 
 def test_a_status_round_trips() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from jbod_operator.clients.kube import ApiError
 from tests.spark_operator_stub import SparkOperatorStub
+from tests.waiting import wait_async
 
 
 class FlakyKube:
@@ -28,8 +29,10 @@ class FlakyKube:
 
 
 async def watch_until(kube: FlakyKube, stub: SparkOperatorStub, lists: int) -> None:
-    while kube.lists < lists and not (stub._task is not None and stub._task.done()):
-        await asyncio.sleep(0.001)
+    await wait_async(
+        lambda: kube.lists >= lists or (stub._task is not None and stub._task.done()),
+        f"{lists} lists, or the stub ended",
+    )
 
 
 async def test_a_429_or_a_5xx_is_retried_on_the_next_look(tmp_path: Path) -> None:

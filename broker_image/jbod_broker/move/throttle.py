@@ -46,6 +46,7 @@ class Throttle:
         self._paid = 0.0
         self._last = clock()
         self._total = 0
+        self._waiting = 0
 
     @property
     def rate(self) -> int | None:
@@ -56,6 +57,13 @@ class Throttle:
     def total_bytes(self) -> int:
         """Every byte granted or charged since creation (for metrics)."""
         return self._total
+
+    @property
+    def waiters(self) -> int:
+        """Workers blocked in :meth:`acquire` right now: a test waits for one to be blocked
+        before it changes the rate, so the wake-up path is the one exercised."""
+        with self._cond:
+            return self._waiting
 
     def set_rate(self, rate: int | None) -> None:
         """Change the rate now; waiting workers continue at the new one."""
@@ -109,7 +117,11 @@ class Throttle:
                 rate = self._rate
                 if rate is None or self._paid >= ticket:
                     return True
-                self._cond.wait(min(_MAX_WAIT, (ticket - self._paid) / rate))
+                self._waiting += 1
+                try:
+                    self._cond.wait(min(_MAX_WAIT, (ticket - self._paid) / rate))
+                finally:
+                    self._waiting -= 1
 
     def _settle(self) -> None:
         """Pay for the time elapsed since the last call, at the current rate (lock held)."""
