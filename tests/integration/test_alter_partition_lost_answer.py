@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from jbod_broker import wire
 from jbod_broker.local import LocalCluster
 from jbod_broker.storage.names import TopicPartition
 from tests.integration.controller_stub import ControllerStub
+from tests.waiting import wait_async
 
 pytestmark = pytest.mark.integration
 
@@ -89,11 +89,8 @@ async def env(tmp_path: Path) -> AsyncIterator[tuple[LosingAnswerStub, LocalClus
 async def wait_for(
     pred: Callable[[], Awaitable[bool]], timeout_s: float, what: str | Callable[[], str]
 ) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await pred():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout_s}s: {what if isinstance(what, str) else what()}")
-        await asyncio.sleep(0.05)
+    """The shared wait (tests/waiting.py), with this module's argument order."""
+    await wait_async(pred, what, timeout_s)
 
 
 def alters_for(ctl: ControllerStub, tp: TopicPartition) -> list[wire.AlterPartitionItem]:
