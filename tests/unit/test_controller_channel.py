@@ -6,8 +6,6 @@ waits on (a LeaderAndIsr overtook it) is dropped, one it still waits on is sent 
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -16,6 +14,7 @@ from aiohttp import web
 from jbod_broker import wire
 from jbod_broker.controller_channel import ALTER_PARTITION, ControllerChannel
 from jbod_broker.local import free_port
+from tests.waiting import wait_async
 
 ITEM = wire.AlterPartitionItem(
     topic="t", partition=0, leader_epoch=3, partition_epoch=5, new_isr=[0]
@@ -73,11 +72,7 @@ async def controller() -> AsyncIterator[tuple[Controller, str]]:
 
 
 async def until(pred: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 10
-    while not pred():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within 10s: {what}")
-        await asyncio.sleep(0.01)
+    await wait_async(pred, what, 10)
 
 
 async def channel(
