@@ -36,6 +36,7 @@ from typing import Any
 from jbod_broker import wire
 from jbod_broker.client import BrokerClient
 from jbod_broker.errors import StaleControllerEpochError
+from jbod_broker.storage.errors import KafkaStorageError
 
 from ..clients.brokers import BrokerPool
 from ..clients.kube import BROKER_CLUSTERS, EVENTS, REASSIGNMENTS, TOPICS, ApiError, KubeClient
@@ -315,7 +316,7 @@ class ClusterController:
             return
         for r in resp.partitions:
             key = (r.topic, r.partition)
-            if r.error == "KAFKA_STORAGE_ERROR":
+            if r.error == KafkaStorageError.kafka_error:
                 errors.setdefault(key, set()).add(b)
             elif r.error is None:
                 ok.setdefault(key, set()).add(b)
@@ -383,7 +384,7 @@ class ClusterController:
             ]
             resp = await self.commands.leader_and_isr(b, parts, c.live) if parts else None
             for r in resp.partitions if resp is not None else ():
-                if r.error == "KAFKA_STORAGE_ERROR":
+                if r.error == KafkaStorageError.kafka_error:
                     offline.setdefault(r.partition, set()).add(b)
         meta = [
             partition_state.metadata(
