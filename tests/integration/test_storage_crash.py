@@ -504,7 +504,7 @@ def _all_batches(lg: Log) -> list[tuple[int, int, int]]:
 def test_torn_middle_segment_below_log_end_drops_the_later_segments(
     tmp_path: Path, damage: str
 ) -> None:
-    """Log._load_segments: recovering a segment whose tail was torn cuts the tail and deletes
+    """LogLoader._load_segments: recovering a segment whose tail was torn cuts the tail and deletes
     every later segment ("later segments cannot follow it"). Recovery starts at the segment
     holding the recovery point, so a recovery point of 0 re-checks every segment."""
     log_dir = str(tmp_path)
