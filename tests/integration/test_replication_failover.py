@@ -671,9 +671,9 @@ async def test_isr_shrunk_by_controller_to_leader_alone_commits_pending_produce(
 
     Broker bug: ``ReplicaManager._apply_partition_state`` applies the new ISR but never
     recomputes the high watermark (only produce, a follower fetch and ``alter_partition_done``
-    call ``Partition.maybe_increment_leader_hw``). With both followers dead nothing else does, so the producer
-    waits for its whole timeout and gets REQUEST_TIMED_OUT for a committed record, and
-    consumers cannot read it until some later produce moves the high watermark. Kafka's
+    call ``Partition.maybe_increment_leader_hw``). With both followers dead nothing else does,
+    so the producer waits for its whole timeout and gets REQUEST_TIMED_OUT for a committed
+    record, and consumers cannot read it until some later produce moves the high watermark. Kafka's
     ``Partition.makeLeader`` calls ``maybeIncrementLeaderHW`` for this reason ("the ISR could be
     down to 1"). The same gap leaves a leader elected with an ISR of one serving a stale high
     watermark (with min.insync.replicas=2 no produce can fix it: acknowledged records stay
