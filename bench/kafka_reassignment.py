@@ -613,7 +613,7 @@ def operator_on(
     """The CRDs, the operator and a KafkaCluster naming the Kafka cluster, Ready (as
     e2e/test_kafka_reassignment.py's ``env`` fixture sets them up)."""
     kc.kubectl("apply", "-f", str(REPO / "crds"), check=True)
-    kc.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True)
+    kc.wait_established()
     kc.kubectl("create", "namespace", NS, check=False)
     env = {"JBOD_OPERATOR_LEASE_NAMESPACE": NS}
     if poll is not None:

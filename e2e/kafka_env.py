@@ -54,9 +54,7 @@ def operators_on_kafka(
     on ``kafka`` (``spec`` added to its bootstrap servers), Ready before it is handed out;
     each operator's log printed after. Every e2e module on Kafka runs against this."""
     kube_cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
-    kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
-    )
+    kube_cluster.wait_established()
     kube_cluster.kubectl("create", "namespace", ns, check=False)
     kube = Kube(kube_cluster, ns)
     ops = [

@@ -73,9 +73,7 @@ class Scenario:
 
     def start(self) -> Scenario:
         self.kc.kubectl("apply", "-f", str(REPO / "crds"), check=True)
-        self.kc.kubectl(
-            "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
-        )
+        self.kc.wait_established()
         self.kc.kubectl("create", "namespace", self.ns, check=False)
         self.ops[0].start()
         wait_for(lambda: self.lease_holder(), what="the first operator to take the Lease")

@@ -52,9 +52,7 @@ def env(
 ) -> Iterator[tuple[Kube, OperatorProcess]]:
     work = tmp_path_factory.mktemp("kafka-cluster-e2e")
     kube_cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
-    kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
-    )
+    kube_cluster.wait_established()
     kube_cluster.kubectl("create", "namespace", NS, check=False)
     kube = Kube(kube_cluster, NS)
     op = OperatorProcess(kube_cluster, NS, str(work), env={"JBOD_OPERATOR_LEASE_NAMESPACE": NS})

@@ -33,13 +33,7 @@ SPARK_CRD = REPO / "tests" / "fixtures" / "sparkoperator.k8s.io_sparkapplication
 @pytest.fixture
 def sc(kube_cluster: KubeCluster, tmp_path: Path) -> Iterator[Scenario]:
     kube_cluster.kubectl("apply", "-f", str(SPARK_CRD), check=True)
-    kube_cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "crd/sparkapplications.sparkoperator.k8s.io",
-        "--timeout=60s",
-        check=True,
-    )
+    kube_cluster.wait_established("sparkapplications.sparkoperator.k8s.io")
     s = Scenario(
         kube_cluster,
         tmp_path,

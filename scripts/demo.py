@@ -285,9 +285,7 @@ class Demo:
             }
         )
         self.kc.kubectl("apply", "-f", str(REPO / "crds"), check=True)
-        self.kc.kubectl(
-            "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
-        )
+        self.kc.wait_established()
         self.kc.kubectl("create", "namespace", NS, check=True)
         self.kube = Kube(self.kc, NS)
         say(f"API server {self.kc.server} ready; CRDs installed; namespace {NS}")

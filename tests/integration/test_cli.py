@@ -315,9 +315,7 @@ class KubeEnv:
 @pytest.fixture
 def kube(kube_cluster: KubeCluster, request: pytest.FixtureRequest) -> Iterator[KubeEnv]:
     kube_cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
-    kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
-    )
+    kube_cluster.wait_established()
     ns = request.node.name.replace("_", "-")[:50]
     kube_cluster.kubectl("create", "namespace", ns, check=True)
     try:

@@ -103,10 +103,7 @@ def kube(kube_cluster: KubeCluster) -> KubeCluster:
     applied = kube_cluster.kubectl("apply", "-f", str(CRD_DIR))
     assert applied.returncode == 0, f"kubectl apply -f crds/ failed:\n{applied.stderr}"
     assert "Warning" not in applied.stderr, applied.stderr
-    waited = kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in CRD_NAMES]
-    )
-    assert waited.returncode == 0, waited.stderr
+    kube_cluster.wait_established(*CRD_NAMES)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
     ok(kube_cluster.kubectl("apply", "-f", "-", input=json.dumps(namespace)))
     return kube_cluster

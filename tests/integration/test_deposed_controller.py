@@ -83,9 +83,7 @@ async def _objects(api: KubeClient, token: str) -> None:
 @pytest.fixture
 async def setup(kube_cluster: KubeCluster, tmp_path: Path) -> AsyncIterator[Setup]:
     kube_cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
-    kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", check=True
-    )
+    kube_cluster.wait_established()
     kube_cluster.kubectl("create", "namespace", NS, check=False)
     stub = ControllerStub()
     await stub.start()

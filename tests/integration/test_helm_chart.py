@@ -251,7 +251,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
 def installed(env: Env) -> Env:
     """`helm install` with the default values, as the README says."""
     env.helm("install", RELEASE, str(CHART), "-n", RELEASE_NS, "--create-namespace")
-    env.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    env.cluster.wait_established()
     return env
 
 
@@ -281,7 +281,7 @@ def dry_run_ready(installed: Env) -> Env:
     Operator CRDs, the namespaces the ci/ values use."""
     docs = [*MONITORING_CRDS, yaml.safe_load(SPARK_CRD.read_text())]
     installed.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(d) for d in docs))
-    installed.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    installed.cluster.wait_established()
     for ns in ("dry", "kafka"):
         installed.kubectl("create", "namespace", ns)
     return installed

@@ -81,10 +81,7 @@ def test_custom_resource_definition_becomes_established(kube_cluster: KubeCluste
         },
     }
     apply(kube_cluster, crd)
-    waited = kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", f"crd/widgets.{GROUP}"
-    )
-    assert waited.returncode == 0, waited.stderr
+    kube_cluster.wait_established(f"widgets.{GROUP}")
 
     widget: dict[str, Any] = {
         "apiVersion": f"{GROUP}/v1",

@@ -75,13 +75,7 @@ def settings(work: Path, launcher: str) -> OperatorSettings:
 @pytest.fixture(scope="module")
 def spark_crd(kube_cluster: KubeCluster) -> None:
     kube_cluster.kubectl("apply", "-f", str(SPARK_CRD), check=True)
-    kube_cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "crd/sparkapplications.sparkoperator.k8s.io",
-        "--timeout=60s",
-        check=True,
-    )
+    kube_cluster.wait_established("sparkapplications.sparkoperator.k8s.io")
     kube_cluster.kubectl("create", "namespace", NS, check=False)
 
 

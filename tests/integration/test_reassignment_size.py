@@ -148,9 +148,7 @@ def test_largest_reassignment_is_stored(kube_cluster: KubeCluster) -> None:
     PartitionReassignment.model_validate(obj)
     applied = kube_cluster.kubectl("apply", "-f", str(REPO_ROOT / "crds"))
     assert applied.returncode == 0, applied.stderr
-    kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/partitionreassignments.jbod.io"
-    )
+    kube_cluster.wait_established("partitionreassignments.jbod.io")
     kube_cluster.kubectl("create", "namespace", NAMESPACE)
     body = {k: v for k, v in obj.items() if k != "status"}
     # `create` stores no last-applied annotation (a client-side apply would add a second copy

@@ -333,6 +333,26 @@ class KubeCluster:
             raise KubectlError(done.returncode, cmd, done.stdout, done.stderr)
         return done
 
+    def wait_established(self, *crds: str, timeout: float = 60.0) -> None:
+        """Until every named CRD (``sparkapplications.sparkoperator.k8s.io``; none named: all
+        there are) reports Established. ``kubectl wait --for=condition=Established`` is not
+        enough: on a CRD the API server has not given a status yet it fails at once
+        ("<nil> is of the type <nil>") instead of waiting (a make test run saw it)."""
+
+        def established() -> bool:
+            done = self.kubectl("get", "crd", *crds, "-o", "json", check=True)
+            doc = json.loads(done.stdout)
+            items = doc.get("items", [doc]) if doc.get("kind") == "List" else [doc]
+            return bool(items) and all(
+                any(
+                    c.get("type") == "Established" and c.get("status") == "True"
+                    for c in (i.get("status") or {}).get("conditions") or []
+                )
+                for i in items
+            )
+
+        wait_for(established, timeout, f"CRDs {', '.join(crds) or '(all)'} to be Established")
+
     def require_kubectl(self) -> Path:
         """kubectl's path, or KubeBinariesMissing naming the make target that installs it."""
         if not os.access(self.kubectl_path, os.X_OK):
