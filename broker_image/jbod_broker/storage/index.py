@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import ClassVar
@@ -63,7 +64,7 @@ def _open_for_sync(path: str) -> int:
     return os.open(path, os.O_RDONLY)
 
 
-class AbstractIndex:
+class AbstractIndex(ABC):
     """What both indexes share (Kafka's ``AbstractIndex``): a file of fixed-size entries,
     each two int columns, a key that only grows and its value, kept as two parallel lists; the
     file holds a prefix of them (``_written``), the rest waits in memory until a flush, a roll
@@ -84,16 +85,17 @@ class AbstractIndex:
     def entry_size(self) -> int:
         return self.entry.size
 
+    @abstractmethod
     def _decode(self, raw: tuple[int, int]) -> tuple[int, int]:
         """One file entry as (key, value), absolute offsets."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _encode(self, key: int, value: int) -> bytes:
-        raise NotImplementedError
+        """One entry in the file's bytes."""
 
+    @abstractmethod
     def _follows(self, keys: list[int], values: list[int], key: int, value: int) -> bool:
         """Whether (key, value) may follow the entries read so far (the file's order)."""
-        raise NotImplementedError
 
     def load(self) -> None:
         """Read the file; raise CorruptIndexError if it cannot be an index of this segment."""

@@ -9,7 +9,7 @@ its observation that :class:`Seen` names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -167,31 +167,28 @@ def _held_in(obs: Seen, pv: PartView, broker: int) -> str | None:
 def original_goals(status: PartitionReassignmentStatus, obs: Seen) -> dict[TP, Goal]:
     """Where cancel and rollback lead: the original replicas in order, each in its dir (the
     recorded name resolved to its path; a dir no longer usable is left to the broker)."""
-    out = {}
-    for o in status.original or []:
-        refs = o.log_dirs or [wire.ANY_LOG_DIR] * len(o.replicas)
-        dirs: list[str | None] = []
-        for b, r in zip(o.replicas, refs, strict=True):
-            try:
-                dirs.append(_resolve_dir(r, b, obs))
-            except ReassignmentSpecError:
-                dirs.append(None)
-        out[(o.topic, o.partition)] = Goal(tuple(o.replicas), tuple(dirs))
-    return out
+    return {
+        (o.topic, o.partition): _goal(o.replicas, o.log_dirs, obs) for o in status.original or []
+    }
 
 
 def goals_for_run(obs: Seen) -> dict[TP, Goal]:
     """The spec's targets while running. A named dir that stopped being usable after the
     acceptance (offline, cordoned) is left to the broker's choice for replicas not created
     yet: the broker never places a replica on an offline or cordoned dir."""
-    out: dict[TP, Goal] = {}
-    for t in obs.pr.spec.partitions:
-        refs = t.log_dirs or [wire.ANY_LOG_DIR] * len(t.replicas)
-        dirs: list[str | None] = []
-        for b, r in zip(t.replicas, refs, strict=True):
-            try:
-                dirs.append(_resolve_dir(r, b, obs))
-            except ReassignmentSpecError:
-                dirs.append(None)
-        out[(t.topic, t.partition)] = Goal(tuple(t.replicas), tuple(dirs))
-    return out
+    return {
+        (t.topic, t.partition): _goal(t.replicas, t.log_dirs, obs) for t in obs.pr.spec.partitions
+    }
+
+
+def _goal(replicas: Sequence[int], log_dirs: Sequence[str] | None, obs: Seen) -> Goal:
+    """Replicas in order, each in its named dir resolved to a path; ``any``, or a dir no
+    longer usable, is None (the broker's choice)."""
+    refs = log_dirs or [wire.ANY_LOG_DIR] * len(replicas)
+    dirs: list[str | None] = []
+    for b, r in zip(replicas, refs, strict=True):
+        try:
+            dirs.append(_resolve_dir(r, b, obs))
+        except ReassignmentSpecError:
+            dirs.append(None)
+    return Goal(tuple(replicas), tuple(dirs))
