@@ -146,8 +146,7 @@ class Scenario:
         return int(lease["metadata"].get("annotations", {}).get("jbod.io/controller-epoch", 0))
 
     def partitions(self, topic: str) -> list[dict[str, Any]]:
-        t = self.kube.get("topic", topic) or {}
-        return list((t.get("status") or {}).get("partitions") or [])
+        return self.kube.partitions(topic)
 
     def state(self, tp: TopicPartition) -> dict[str, Any]:
         return next(p for p in self.partitions(tp.topic) if p["partition"] == tp.partition)

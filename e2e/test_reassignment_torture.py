@@ -135,10 +135,7 @@ def patch(sc: Scenario, name: str, **spec: Any) -> int:
 
 
 def topics(sc: Scenario) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = json.loads(
-        sc.kube.run("get", "topics", "-n", sc.ns, "-o", "json")
-    )["items"]
-    return items
+    return sc.kube.topics()
 
 
 def in_flight(st: dict[str, Any]) -> bool:

@@ -103,7 +103,7 @@ def partition_folders(path: str) -> list[str]:
 
 
 def topics(sc: Scenario, *names: str) -> list[dict[str, Any]]:
-    return [sc.kube.get("topic", n) or {} for n in names]
+    return [sc.kube.topic(n) or {} for n in names]
 
 
 @pytest.mark.timeout(600)  # one Spark job and the moves, on 2 shared cores

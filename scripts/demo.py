@@ -261,8 +261,7 @@ class Demo:
 
     def partitions(self, topic: str) -> list[dict[str, Any]]:
         assert self.kube is not None
-        t = self.kube.get("topic", topic) or {}
-        return list((t.get("status") or {}).get("partitions") or [])
+        return self.kube.partitions(topic)
 
     def rebalance_status(self) -> dict[str, Any]:
         assert self.kube is not None

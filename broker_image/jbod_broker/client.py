@@ -223,12 +223,15 @@ class BrokerClient:
         )
 
     async def update_metadata(self, req: wire.UpdateMetadataRequest) -> None:
+        await self.update_metadata_body(req.model_dump_json().encode())
+
+    async def update_metadata_body(self, body: bytes) -> bool:
+        """UpdateMetadata already encoded (an ``UpdateMetadataRequest`` as JSON): a controller
+        sending one request to many brokers encodes it once. True once the broker took it."""
         await self._request(
-            "POST",
-            CONTROLLER + "/update-metadata",
-            body=req.model_dump_json().encode(),
-            content_type="application/json",
+            "POST", CONTROLLER + "/update-metadata", body=body, content_type="application/json"
         )
+        return True
 
     # -- data -----------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable
 
 import aiohttp
@@ -66,6 +67,8 @@ class ControllerChannel:
         self._beat: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
         self.sent_events = 0
+        self.incarnation = uuid.uuid4().hex
+        """Drawn once per process (``BrokerHeartbeat.incarnation``)."""
 
     @property
     def url(self) -> str:
@@ -86,6 +89,7 @@ class ControllerChannel:
                         broker_id=self.broker_id,
                         offline_log_dirs=self.offline_dirs(),
                         kafka_endpoint=self.kafka_endpoint(),
+                        incarnation=self.incarnation,
                     ),
                 )
                 self.heartbeats_sent += 1

@@ -424,6 +424,10 @@ class BrokerHeartbeat(Model):
     kafka_endpoint: KafkaEndpoint | None = None
     """The broker's advertised Kafka listener (``kafka.advertised.listeners``): the controller
     passes every live broker's in UpdateMetadata, so each can answer Metadata for all."""
+    incarnation: Annotated[str, StringConstraints(max_length=64)] | None = None
+    """A token the broker draws when its process starts (KRaft's broker epoch plays this
+    part): a controller seeing a new one knows the broker restarted, however quickly, and sends
+    it its whole state again; otherwise it sends only what changed (issue 39)."""
 
 
 class AllocateProducerIdsRequest(Model):

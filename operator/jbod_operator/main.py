@@ -148,6 +148,13 @@ async def topic_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     await topics.on_topic_deleted(memo["ctx"], body)
 
 
+@kopf.on.event(GROUP, VERSION, "partitionshards")
+async def shard_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    """The watch that keeps the partition state of record in memory current
+    (``clients.partition_store``): what other writers did, seen without a list."""
+    topics.on_shard_event(memo["ctx"], event)
+
+
 # -- LogDirMove ---------------------------------------------------------------------------
 
 

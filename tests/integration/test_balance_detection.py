@@ -196,7 +196,7 @@ def test_scale_down_waits_until_the_leaving_broker_is_empty(
         }
     )
     parts = wait_for(
-        lambda: (kube.get("topic", "held") or {}).get("status", {}).get("partitions"),
+        lambda: (kube.topic("held") or {}).get("status", {}).get("partitions"),
         what="the Topic's partitions",
     )
     on_2 = sum(1 for p in parts if 2 in {r["brokerId"] for r in p["replicas"]})

@@ -26,7 +26,8 @@ import yaml
 from jbod_broker import wire
 from jbod_broker.local import LocalCluster
 from jbod_broker.storage.records import build_batch
-from jbod_operator.models.reassignment import MAX_PARTITIONS, MAX_REPLICAS
+from jbod_operator.models.common import MAX_REPLICAS
+from jbod_operator.models.reassignment import MAX_PARTITIONS
 from tests.integration.controller_stub import ControllerStub
 from tests.kube_cluster import KubeCluster
 from tests.waiting import wait_async, wait_for

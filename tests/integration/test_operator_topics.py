@@ -125,7 +125,7 @@ def leader_lookup(kube: Kube, brokers: LocalCluster, name: str) -> Any:
     clients: dict[int, BrokerClient] = {}
 
     def lookup(tp: TopicPartition) -> BrokerClient:
-        st = kube.get("topic", name)["status"]["partitions"]  # type: ignore[index]
+        st = kube.topic(name)["status"]["partitions"]  # type: ignore[index]
         leader = next(p["leader"] for p in st if p["partition"] == tp.partition)
         if leader not in clients:
             clients[leader] = BrokerClient(brokers[leader].url, token=brokers.token)
@@ -144,7 +144,7 @@ def test_topic_gets_assignments_and_brokers_serve_it(
         lambda: (c := kube.condition("topic", "orders", "Ready")) and c["status"] == "True",
         what="Topic Ready",
     )
-    status = kube.get("topic", "orders")["status"]  # type: ignore[index]
+    status = kube.topic("orders")["status"]  # type: ignore[index]
     parts = status["partitions"]
     assert [p["partition"] for p in parts] == [0, 1, 2]
     assert {p["leader"] for p in parts} == {0, 1, 2}  # leaders spread over the brokers
@@ -183,14 +183,14 @@ def test_partition_increase(env: tuple[Kube, OperatorProcess, LocalCluster]) -> 
     kube, _op, _brokers = env
     kube.apply(topic("grow", 2))
     wait_for(
-        lambda: len((kube.get("topic", "grow") or {}).get("status", {}).get("partitions", [])) == 2,
+        lambda: len((kube.topic("grow") or {}).get("status", {}).get("partitions", [])) == 2,
         what="2 partitions",
     )
-    before = kube.get("topic", "grow")["status"]["partitions"]  # type: ignore[index]
+    before = kube.topic("grow")["status"]["partitions"]  # type: ignore[index]
     kube.apply(topic("grow", 5))
     after = wait_for(
         lambda: (
-            (p := (kube.get("topic", "grow") or {}).get("status", {}).get("partitions", []))
+            (p := (kube.topic("grow") or {}).get("status", {}).get("partitions", []))
             and len(p) == 5
             and p
         ),
@@ -237,7 +237,7 @@ def test_every_reconcile_is_idempotent(
                 for _ in range(2):
                     bc = kube.get("brokercluster", "demo")
                     await reconcile_cluster(client, pool, settings, bc)  # type: ignore[arg-type]
-                    t = kube.get("topic", "orders")
+                    t = kube.topic("orders")
                     await reconcile_topic(client, pool, t)  # type: ignore[arg-type]
                     versions.append(
                         {
@@ -268,7 +268,7 @@ def test_topic_deletion_stops_and_deletes_replicas(
     )
     folders = [
         os.path.join(r["logDir"], f"doomed-{p['partition']}")
-        for p in kube.get("topic", "doomed")["status"]["partitions"]  # type: ignore[index]
+        for p in kube.topic("doomed")["status"]["partitions"]  # type: ignore[index]
         for r in p["replicas"]
     ]
     assert all(os.path.isdir(f) for f in folders)
@@ -361,7 +361,7 @@ def refused(kube: Kube, name: str, reason: str) -> dict[str, Any]:
     )
     assert cond["status"] == "False"
     assert cond["message"] and cond["lastTransitionTime"]
-    got = kube.get("topic", name)
+    got = kube.topic(name)
     assert got is not None
     assert cond["observedGeneration"] == got["metadata"]["generation"]
     assert not got["status"].get("partitions"), got["status"]
@@ -411,7 +411,7 @@ def test_a_second_topic_with_the_same_kafka_name_is_refused(
     assert f"is Topic {NS}/shared-first's" in cond["message"], cond
     # The second Topic's extra partition was never created, nor the first one's touched.
     assert folders_of(brokers, "shared") == ["shared-0"] * 3
-    first = kube.get("topic", "shared-first")["status"]  # type: ignore[index]
+    first = kube.topic("shared-first")["status"]  # type: ignore[index]
     assert len(first["partitions"]) == 1
 
 
@@ -454,7 +454,7 @@ def test_a_refused_config_edit_leaves_the_configs_in_force(
         what="edited Ready",
     )
     in_force = {"retention.ms": "3600000", "min.insync.replicas": "2"}
-    assert kube.get("topic", "edited")["status"]["configs"] == in_force  # type: ignore[index]
+    assert kube.topic("edited")["status"]["configs"] == in_force  # type: ignore[index]
     kube.apply(topic_with("edited", configs={"retention.ms": "3600000", "cleanup.policy": "x"}))
     cond = wait_for(
         lambda: (
@@ -465,14 +465,14 @@ def test_a_refused_config_edit_leaves_the_configs_in_force(
         what="the edit refused",
     )
     assert cond["observedGeneration"] == 2 and "cleanup.policy='x'" in cond["message"]
-    status = kube.get("topic", "edited")["status"]  # type: ignore[index]
+    status = kube.topic("edited")["status"]  # type: ignore[index]
     assert status["configs"] == in_force and len(status["partitions"]) == 1
     assert folders_of(brokers, "edited") == ["edited-0"] * 3
     # A valid edit is taken: a removed key leaves the configs in force too.
     kube.apply(topic_with("edited", configs={"segment.ms": "60000"}))
     wait_for(
         lambda: (
-            (kube.get("topic", "edited") or {}).get("status", {}).get("configs")
+            (kube.topic("edited") or {}).get("status", {}).get("configs")
             == {"segment.ms": "60000", "min.insync.replicas": "2"}
         ),
         what="the new configs in force",

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from jbod_operator.models.common import MAX_REPLICAS
 from jbod_operator.models.reassignment import (
     MAX_BATCH,
     MAX_DETAIL,
     MAX_PARTITIONS,
-    MAX_REPLICAS,
     PartitionPhase,
     PartitionReassignment,
 )

@@ -51,6 +51,10 @@ class Broker:
     async def update_metadata(self, req: wire.UpdateMetadataRequest) -> None:
         self._answer(req)
 
+    async def update_metadata_body(self, body: bytes) -> bool:
+        self._answer(wire.UpdateMetadataRequest.model_validate_json(body))
+        return True
+
     async def stop_replica(self, req: wire.StopReplicaRequest) -> wire.StopReplicaResponse:
         self._answer(req)
         return wire.StopReplicaResponse(partitions=[])
@@ -107,11 +111,11 @@ def test_confirm_epoch_names_no_partition_and_raises_for_a_newer_controller() ->
 
 
 class Kube:
-    """One Topic; counts the status writes."""
+    """One Topic and no PartitionShards; counts the writes (statuses and shards)."""
 
     def __init__(self) -> None:
         self.topic: dict[str, Any] = {
-            "metadata": {"name": "t", "namespace": "ns"},
+            "metadata": {"name": "t", "namespace": "ns", "uid": "u1"},
             "spec": {"clusterName": "c", "partitions": 1, "replicationFactor": 1},
             "status": {},
         }
@@ -120,9 +124,15 @@ class Kube:
     async def get(self, res: Any, ns: str, name: str) -> dict[str, Any]:
         return copy.deepcopy(self.topic)
 
+    async def list(self, res: Any, ns: str, **_: Any) -> list[dict[str, Any]]:
+        return []
+
     async def replace_status(self, res: Any, ns: str, obj: dict[str, Any]) -> None:
         self.writes += 1
         self.topic["status"] = copy.deepcopy(obj["status"])
+
+    async def create(self, res: Any, ns: str, obj: dict[str, Any]) -> None:
+        self.writes += 1
 
 
 def test_partition_creation_is_fenced_before_the_state_of_record_is_written() -> None:

@@ -47,7 +47,13 @@ class FakeKube:
         )
 
     async def list(self, res: Any, ns: str | None = None, **_: Any) -> list[dict[str, Any]]:
-        return copy.deepcopy(self.objects[res.plural])
+        return copy.deepcopy(self.objects.get(res.plural, []))
+
+    async def create(self, res: Any, ns: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.status_writes.append((res.plural, obj["metadata"]["name"], obj["spec"]))
+        stored = {**copy.deepcopy(obj), "metadata": {**obj["metadata"], "resourceVersion": "1"}}
+        self.objects.setdefault(res.plural, []).append(stored)
+        return copy.deepcopy(stored)
 
     async def patch_status(self, res: Any, ns: str, name: str, status: dict[str, Any]) -> None:
         self.status_writes.append((res.plural, name, status))
@@ -133,7 +139,7 @@ def topic(kafka_name: str) -> dict[str, Any]:
     holds the partition state of record but no ``topicName`` (as written before the topic
     handler's first full pass, or by an older operator)."""
     return {
-        "metadata": {"name": "clicks-v2", "namespace": NS},
+        "metadata": {"name": "clicks-v2", "namespace": NS, "uid": "u-clicks"},
         "spec": {
             "clusterName": CLUSTER,
             "partitions": 1,
@@ -207,14 +213,15 @@ def run_pass(
 def test_a_verified_move_is_recorded_in_a_topic_named_by_spec_topic_name() -> None:
     kube, _, outcome = run_pass("clicks.v2")
     assert outcome.status["phase"] == "Succeeded"
-    replicas = kube.objects["topics"][0]["status"]["partitions"][0]["replicas"]
-    assert replicas == [{"brokerId": 0, "logDir": path("b")}]
+    (shard,) = kube.objects["partitionshards"]  # the state of record moved into its shard
+    assert shard["metadata"]["name"] == "clicks-v2-0"
+    assert shard["spec"]["partitions"][0]["replicas"] == [{"brokerId": 0, "logDir": path("b")}]
 
 
 def test_a_pass_writes_the_moves_status_once() -> None:
     kube, broker, outcome = run_pass("clicks")
     writes = [(res, name) for res, name, _ in kube.status_writes]
-    assert writes == [("topics", "clicks-v2"), ("logdirmoves", "to-b")]
+    assert writes == [("partitionshards", "clicks-v2-0"), ("logdirmoves", "to-b")]
     assert kube.status_writes[-1][2] == outcome.status
     # Verified from describe-log-dirs: nothing was sent to the broker's move engine.
     assert broker.calls == ["describe-replica-log-dirs"]

@@ -193,9 +193,21 @@ class FakeKube:
 
     def __init__(self, topic: dict[str, Any], cluster: dict[str, Any]) -> None:
         self.topic, self.cluster = topic, cluster
+        self.shards: dict[str, dict[str, Any]] = {}
 
     async def list(self, res: Any, ns: str) -> list[dict[str, Any]]:
+        if res.plural == "partitionshards":
+            return copy.deepcopy(list(self.shards.values()))
         return [copy.deepcopy(self.topic)]
+
+    async def create(self, res: Any, ns: str, obj: dict[str, Any]) -> dict[str, Any]:
+        return await self.replace(res, ns, obj)
+
+    async def replace(self, res: Any, ns: str, obj: dict[str, Any]) -> dict[str, Any]:
+        rv = str(len(self.shards) + int(obj["metadata"].get("resourceVersion") or 0) + 1)
+        stored = {**copy.deepcopy(obj), "metadata": {**obj["metadata"], "resourceVersion": rv}}
+        self.shards[obj["metadata"]["name"]] = stored
+        return copy.deepcopy(stored)
 
     async def get(self, res: Any, ns: str, name: str) -> dict[str, Any] | None:
         return copy.deepcopy(self.topic if name == self.topic["metadata"]["name"] else self.cluster)
@@ -207,7 +219,8 @@ class FakeKube:
         self, res: Any, ns: str, name: str, before: dict[str, Any], after: dict[str, Any]
     ) -> None:
         partitions = self.topic.get("status", {}).get("partitions")
-        self.topic["status"] = {**copy.deepcopy(after), "partitions": partitions}
+        legacy = {"partitions": partitions} if partitions else {}
+        self.topic["status"] = {**copy.deepcopy(after), **legacy}
 
 
 class FakeBroker:
@@ -223,6 +236,9 @@ class FakeBroker:
 
     async def update_metadata(self, req: wire.UpdateMetadataRequest) -> None:
         return None
+
+    async def update_metadata_body(self, body: bytes) -> bool:
+        return True
 
 
 class FakePool:
@@ -261,7 +277,7 @@ def _resources(partitions: int) -> tuple[dict[str, Any], dict[str, Any]]:
     topic = {
         "apiVersion": "jbod.io/v1alpha1",
         "kind": "Topic",
-        "metadata": {"name": "orders", "namespace": "ns", "generation": 1},
+        "metadata": {"name": "orders", "namespace": "ns", "generation": 1, "uid": "u1"},
         "spec": {"clusterName": "kip", "partitions": partitions, "replicationFactor": 1},
     }
     cluster = {

@@ -108,6 +108,12 @@ the resources it serves. tests/unit/test_chart_templates.py compares them with t
 - apiGroups: ["jbod.io"]
   resources: ["topics/status"]
   verbs: ["patch", "update"]
+# The partition state of record (issue 39): PartitionShards owned by their Topic, created,
+# replaced with their resourceVersion, watched (the operator's cache; kopf may patch what it
+# watches) and deleted with it.
+- apiGroups: ["jbod.io"]
+  resources: ["partitionshards"]
+  verbs: ["get", "list", "watch", "patch", "create", "update", "delete"]
 # Each pass reads its LogDirMove afresh (get): the body an event carried may be stale.
 - apiGroups: ["jbod.io"]
   resources: ["logdirmoves"]

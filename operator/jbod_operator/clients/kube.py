@@ -62,6 +62,7 @@ PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 BROKER_CLUSTERS = Resource("jbod.io", "v1alpha1", "brokerclusters", "BrokerCluster")
 TOPICS = Resource("jbod.io", "v1alpha1", "topics", "Topic")
+PARTITION_SHARDS = Resource("jbod.io", "v1alpha1", "partitionshards", "PartitionShard")
 LOG_DIR_MOVES = Resource("jbod.io", "v1alpha1", "logdirmoves", "LogDirMove")
 REASSIGNMENTS = Resource("jbod.io", "v1alpha1", "partitionreassignments", "PartitionReassignment")
 REBALANCES = Resource("jbod.io", "v1alpha1", "rebalances", "Rebalance")
@@ -82,6 +83,7 @@ BY_KIND = {
         LEASES,
         BROKER_CLUSTERS,
         TOPICS,
+        PARTITION_SHARDS,
         LOG_DIR_MOVES,
         REASSIGNMENTS,
         REBALANCES,

@@ -15,6 +15,7 @@ steps and a Topic's deletion all send through here, so one rule holds for every 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TypeVar
@@ -31,6 +32,18 @@ T = TypeVar("T")
 
 CONTROLLER_ID = 0
 """The id every controller request carries: the operator is not a broker; the epoch fences."""
+SLICE = 2000
+"""Partitions in one LeaderAndIsr or UpdateMetadata: a broker parses a request before it can
+slice its work (``jbod_broker.loop_slice``), so a request of 100,000 partitions would hold its
+loop for the parse; longer lists go out as several requests, in order (issue 39)."""
+SENDS_AT_ONCE = 16
+"""Brokers an UpdateMetadata goes to at the same time."""
+
+
+def slices(items: Sequence[T]) -> list[Sequence[T]]:
+    """``items`` in runs of at most :data:`SLICE` (one empty run for an empty list: a request
+    naming nothing still confirms the epoch)."""
+    return [items[i : i + SLICE] for i in range(0, len(items), SLICE)] or [items[:0]]
 
 
 class BrokerCommands:
@@ -63,15 +76,23 @@ class BrokerCommands:
     async def leader_and_isr(
         self, broker: int, partitions: Sequence[wire.LeaderAndIsrPartition], live: Iterable[int]
     ) -> wire.LeaderAndIsrResponse | None:
-        """The partitions' states to one of their replicas; ``live``: the brokers whose
-        endpoints it gets (the leaders it may follow)."""
-        req = wire.LeaderAndIsrRequest(
-            controller_id=CONTROLLER_ID,
-            controller_epoch=self.pool.controller_epoch,
-            partitions=list(partitions),
-            live_leaders=self.endpoints(live),
-        )
-        return await self.send(broker, "leader_and_isr", lambda c: c.leader_and_isr(req))
+        """The partitions' states to one of their replicas, in slices; ``live``: the brokers
+        whose endpoints it gets (the leaders it may follow). The answers joined, or None when
+        a slice was not delivered (the ones after it are not sent)."""
+        leaders = self.endpoints(live)
+        answers: list[wire.PartitionResult] = []
+        for part in slices(partitions):
+            req = wire.LeaderAndIsrRequest(
+                controller_id=CONTROLLER_ID,
+                controller_epoch=self.pool.controller_epoch,
+                partitions=list(part),
+                live_leaders=leaders,
+            )
+            resp = await self.send(broker, "leader_and_isr", _call_leader_and_isr(req))
+            if resp is None:
+                return None
+            answers += resp.partitions
+        return wire.LeaderAndIsrResponse(partitions=answers)
 
     async def confirm_epoch(self, brokers: Iterable[int]) -> None:
         """A LeaderAndIsr naming no partition to each of ``brokers``: it changes nothing but
@@ -88,15 +109,41 @@ class BrokerCommands:
         self, partitions: Sequence[wire.PartitionMetadata], live: Iterable[int]
     ) -> None:
         """The partitions' metadata to every live broker (the live ones are its brokers)."""
-        ids = sorted(live)
-        req = wire.UpdateMetadataRequest(
-            controller_id=CONTROLLER_ID,
-            controller_epoch=self.pool.controller_epoch,
-            live_brokers=self.endpoints(ids),
-            partitions=list(partitions),
-        )
-        for b in ids:
-            await self.send(b, "update_metadata", lambda c: c.update_metadata(req))
+        await self.update_metadata_to(partitions, live, live)
+
+    async def update_metadata_to(
+        self,
+        partitions: Sequence[wire.PartitionMetadata],
+        brokers: Iterable[int],
+        live: Iterable[int],
+    ) -> set[int]:
+        """The partitions' metadata to ``brokers``, in slices each serialised once for all of
+        them (at 200,000 partitions and 50 brokers, encoding per broker was most of a pass),
+        a few brokers at a time. Returns the brokers that took every slice."""
+        ids, endpoints = sorted(brokers), self.endpoints(sorted(live))
+        bodies = [
+            wire.UpdateMetadataRequest(
+                controller_id=CONTROLLER_ID,
+                controller_epoch=self.pool.controller_epoch,
+                live_brokers=endpoints,
+                partitions=list(part),
+            )
+            .model_dump_json()
+            .encode()
+            for part in slices(partitions)
+        ]
+        gate = asyncio.Semaphore(SENDS_AT_ONCE)
+
+        async def one(b: int) -> bool:
+            async with gate:
+                for body in bodies:
+                    sent = await self.send(b, "update_metadata", _call_update_metadata(body))
+                    if sent is None:
+                        return False
+                return True
+
+        took = await asyncio.gather(*(one(b) for b in ids))
+        return {b for b, ok in zip(ids, took, strict=True) if ok}
 
     async def stop_replica(
         self,
@@ -111,3 +158,13 @@ class BrokerCommands:
             partitions=list(partitions),
         )
         return await self.send(broker, what, lambda c: c.stop_replica(req))
+
+
+def _call_leader_and_isr(
+    req: wire.LeaderAndIsrRequest,
+) -> Callable[[BrokerClient], Awaitable[wire.LeaderAndIsrResponse]]:
+    return lambda c: c.leader_and_isr(req)
+
+
+def _call_update_metadata(body: bytes) -> Callable[[BrokerClient], Awaitable[bool]]:
+    return lambda c: c.update_metadata_body(body)

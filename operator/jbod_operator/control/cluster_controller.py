@@ -40,9 +40,10 @@ from jbod_broker.storage.errors import KafkaStorageError
 
 from ..clients.brokers import BrokerPool
 from ..clients.kube import BROKER_CLUSTERS, EVENTS, REASSIGNMENTS, TOPICS, ApiError, KubeClient
+from ..clients.partition_store import PartitionStore, store_of
 from ..models import kafka_topic_name, topic_id_of
 from ..models.common import API_VERSION, StrayReplica
-from ..plan import partition_state, strays, topic_spec
+from ..plan import partition_state, strays, topic_partitions, topic_spec
 from ..plan.election import apply_to_status, decide, validate_alter_partition, view_from_status
 from ..plan.topic_partitions import PartitionCreation
 from .broker_commands import BrokerCommands
@@ -80,6 +81,30 @@ async def post_cluster_event(
         log.warning("could not post event", extra={"error": str(e)})
 
 
+FULL_PASS_S = 5.0
+"""The periodic full pass' least interval (small clusters: every 5 s, as before issue 39)."""
+
+
+def _changed_states(
+    topics: list[dict[str, Any]], changes: list[tuple[tuple[str, int], int]]
+) -> list[tuple[dict[str, Any], dict[str, Any], int]]:
+    """(Topic, partition state, offset) of each change still in the state of record (a
+    deleted Topic's are not)."""
+    by_uid = {str(t["metadata"].get("uid")): t for t in topics}
+    states: dict[str, dict[int, dict[str, Any]]] = {}
+    out = []
+    for (uid, p), at in changes:
+        t = by_uid.get(uid)
+        if t is None:
+            continue
+        if uid not in states:
+            states[uid] = {int(s["partition"]): s for s in t["status"]["partitions"]}
+        s = states[uid].get(p)
+        if s is not None:
+            out.append((t, s, at))
+    return out
+
+
 class ClusterController:
     def __init__(
         self,
@@ -106,6 +131,13 @@ class ClusterController:
         self.lock = asyncio.Lock()
         self.started = time.monotonic()
         self.last_full = 0.0
+        self.full_pass_s = 0.0
+        """How long the last full pass (decide over every partition) took: the periodic one
+        runs every :data:`FULL_PASS_S` or ten times that, whichever is longer."""
+        self.acked: dict[int, int] = {}
+        """Broker → the store offset up to which it was sent every change (its LeaderAndIsr
+        and UpdateMetadata): what Kafka's brokers track as their metadata log offset."""
+        self.incarnations: dict[int, str] = {}
         self._task: asyncio.Task[None] | None = None
         self.elections = 0
         self.isr_changed = asyncio.Event()
@@ -119,10 +151,22 @@ class ClusterController:
         self.strays_reported: list[StrayReplica] | None = None
         """The BrokerCluster's ``status.strayReplicas`` as this controller last wrote it."""
 
+    @property
+    def store(self) -> PartitionStore:
+        """The partition state of record (``clients.partition_store``), shared by every
+        writer of this process."""
+        return store_of(self.kube)
+
     # -- liveness -------------------------------------------------------------------------
 
-    def heartbeat(self, broker_id: int) -> None:
+    def heartbeat(self, broker_id: int, incarnation: str | None = None) -> None:
+        """A broker's heartbeat; a new incarnation (the broker restarted, however quickly)
+        gets it its whole state again on the next pass."""
         self.heartbeats[broker_id] = time.monotonic()
+        if incarnation is not None:
+            if self.incarnations.get(broker_id) not in (None, incarnation):
+                self.needs_probe.add(broker_id)
+            self.incarnations[broker_id] = incarnation
 
     def live(self) -> set[int]:
         now = time.monotonic()
@@ -141,6 +185,7 @@ class ClusterController:
     def start(self) -> None:
         self.started = time.monotonic()
         self.known_live = set()
+        self.acked = {}  # a new term sends every broker its whole state once
         # Another controller may have checked, deleted and reported meanwhile: a fresh view.
         self.strays_checked, self.strays_left, self.strays_reported = {}, {}, None
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -170,24 +215,35 @@ class ClusterController:
             await self.on_fenced()
 
     async def tick(self) -> None:
+        """One pass when something calls for it. Liveness changes and probes run the full
+        decision over every partition (``reconcile``); otherwise only the changes since each
+        broker's acknowledged offset are delivered (:meth:`deliver`), as KRaft brokers follow
+        the metadata log from their offset. The periodic full pass re-checks every decision
+        (and the brokers' strays) at a cadence that grows with its own cost."""
         live = self.live()
-        in_grace = time.monotonic() - self.started < self.session_timeout_s
+        now = time.monotonic()
+        in_grace = now - self.started < self.session_timeout_s
         came_back = live - self.known_live
         died = set() if in_grace else self.known_live - live
-        periodic = time.monotonic() - self.last_full > 5.0
-        if not (came_back or died or self.needs_probe or periodic):
+        periodic = now - self.last_full > max(FULL_PASS_S, 10 * self.full_pass_s)
+        behind = not in_grace and any(self.acked.get(b, -1) < self.store.offset for b in live)
+        if not (came_back or died or self.needs_probe or periodic or behind):
             return
         if in_grace and not came_back and not self.needs_probe:
             return  # brokers may not have found this controller yet: never elect on start
-        # The periodic pass re-sends the state of record to every live broker: a broker that
-        # missed a LeaderAndIsr (a crash between persisting and sending) converges (kopf #641).
-        probe = (
-            came_back | (self.needs_probe & live) | (live if periodic and not in_grace else set())
-        )
+        # A broker this term has not sent its state to yet gets all of it (a takeover, a
+        # broker new to this controller, one that restarted or reported a failed dir).
+        probe = came_back | (self.needs_probe & live) | {b for b in live if b not in self.acked}
         self.needs_probe -= probe
         async with self.lock:
-            await self.reconcile(live, probe, dead_known=not in_grace)
-            await self._strays_checked(probe)
+            if came_back or died or probe or periodic:
+                started = time.monotonic()
+                await self.reconcile(live, probe, dead_known=not in_grace)
+                await self._strays_checked(probe | (live if periodic else set()))
+                if periodic:
+                    self.full_pass_s = time.monotonic() - started
+            if not in_grace:
+                await self.deliver(live)
         self.known_live = live if not in_grace else self.known_live | live
         if periodic:
             self.last_full = time.monotonic()
@@ -197,26 +253,28 @@ class ClusterController:
     async def _topics(self) -> list[dict[str, Any]]:
         return [
             t
-            for t in await self.kube.list(TOPICS, self.namespace)
-            if (t.get("spec") or {}).get("clusterName") == self.name
-            and (t.get("status") or {}).get("partitions")
-            and not t["metadata"].get("deletionTimestamp")
+            for t in await self.store.topics(self.namespace, self.name)
+            if t["status"]["partitions"] and not t["metadata"].get("deletionTimestamp")
         ]
 
     async def reconcile(self, live: set[int], probe: set[int], *, dead_known: bool) -> None:
+        """Decide every partition from what is observed, and write what changed; the probed
+        brokers get their whole state first (KIP-112's LeaderAndIsr, then the metadata)."""
+        upto = self.store.offset
         topics = await self._topics()
         # Who holds what, from the status of record.
         storage_errors: dict[tuple[str, int], set[int]] = {}
         storage_ok: dict[tuple[str, int], set[int]] = {}
         for b in sorted(probe):
             await self._probe(b, topics, storage_errors, storage_ok)
+        took = await self._update_metadata(topics, probe, live) if probe else set()
+        for b in took:
+            self.acked[b] = upto  # what changes later is delivered after this pass
         dead = (set(range(self._broker_count(topics))) - live) if dead_known else set()
-        changed_parts: list[tuple[dict[str, Any], dict[str, Any]]] = []
         for t in topics:
             name = kafka_topic_name(t)
             parts = t["status"]["partitions"]
-            new_parts = []
-            touched = False
+            updates: dict[int, dict[str, Any]] = {}
             for s in parts:
                 key = (name, s["partition"])
                 disk_off = set(s.get("diskOfflineReplicas", []))
@@ -228,9 +286,7 @@ class ClusterController:
                 d = decide(v, live_for, preferred_election=self.preferred_election)
                 out = apply_to_status(s2, d.after, dead)
                 if out != s:
-                    touched = True
-                    if d.changed:
-                        changed_parts.append((t, out))
+                    updates[int(s["partition"])] = out
                     if d.leader_changed:
                         self.elections += 1
                         log.warning(
@@ -245,27 +301,16 @@ class ClusterController:
                                 "isr": list(d.after.isr),
                             },
                         )
-                new_parts.append(out)
-            if touched:
-                t["status"]["partitions"] = new_parts
+            if updates:
                 try:
-                    await self.kube.replace_status(TOPICS, self.namespace, t)
+                    await self.store.put(t, updates)
                 except ApiError as e:
                     if e.status == 409:
                         # Someone wrote the status since we read it: redo on the next pass.
                         self.last_full = 0.0
                         return
                     raise
-        # Tell the live replicas of changed partitions, then everybody the metadata.
-        by_broker: dict[int, list[wire.LeaderAndIsrPartition]] = {}
-        for t, s in changed_parts:
-            for r in s["replicas"]:
-                b = r["brokerId"]
-                if b in live and b not in s.get("diskOfflineReplicas", []):
-                    by_broker.setdefault(b, []).append(self._state(t, s))
-        for b, states in by_broker.items():
-            await self.commands.leader_and_isr(b, states, live)
-        await self._update_metadata(topics, live)
+        # The changed partitions go out with the next delivery (their offsets moved on).
 
     def _broker_count(self, topics: list[dict[str, Any]]) -> int:
         ids = {
@@ -321,15 +366,64 @@ class ClusterController:
             elif r.error is None:
                 ok.setdefault(key, set()).add(b)
 
-    async def _update_metadata(self, topics: list[dict[str, Any]], live: set[int]) -> None:
-        await self.commands.update_metadata(
+    async def _update_metadata(
+        self, topics: list[dict[str, Any]], to: set[int], live: set[int]
+    ) -> set[int]:
+        """Every partition's metadata to the brokers ``to``; those that took it all."""
+        return await self.commands.update_metadata_to(
             [
                 partition_state.metadata(kafka_topic_name(t), s, topic_id=topic_id_of(t))
                 for t in topics
                 for s in t["status"]["partitions"]
             ],
+            to,
             live,
         )
+
+    # -- delivery ------------------------------------------------------------------------
+
+    async def deliver(self, live: set[int]) -> None:
+        """Each live broker the changes past its acknowledged offset: LeaderAndIsr for the
+        partitions it holds (not a replica a reassignment is adding: that one is created in
+        its named dir by the reassignment), UpdateMetadata for all. Brokers at one offset get
+        the same UpdateMetadata, encoded once. A broker that did not take it stays behind and
+        is sent it again on the next pass."""
+        upto = self.store.offset
+        behind = {b: self.acked[b] for b in live if b in self.acked and self.acked[b] < upto}
+        if not behind:
+            return
+        changes = self.store.changes_since(self.namespace, min(behind.values()))
+        found = _changed_states(await self._topics(), changes)
+        by_offset: dict[int, list[int]] = {}
+        for b, at in behind.items():
+            by_offset.setdefault(at, []).append(b)
+        for at, brokers in sorted(by_offset.items()):
+            mine = [(t, s) for t, s, off in found if off > at]
+            took = await self.commands.update_metadata_to(
+                [
+                    partition_state.metadata(kafka_topic_name(t), s, topic_id=topic_id_of(t))
+                    for t, s in mine
+                ],
+                brokers,
+                live,
+            )
+            for b in sorted(took):
+                if await self._deliver_states(b, mine, live):
+                    self.acked[b] = upto
+
+    async def _deliver_states(
+        self, b: int, changed: list[tuple[dict[str, Any], dict[str, Any]]], live: set[int]
+    ) -> bool:
+        states = [
+            self._state(t, s)
+            for t, s in changed
+            if b in partition_state.replica_ids(s)
+            and b not in (s.get("diskOfflineReplicas") or ())
+            and b not in (s.get("addingReplicas") or ())
+        ]
+        if not states:
+            return True
+        return await self.commands.leader_and_isr(b, states, live) is not None
 
     # -- partition creation ----------------------------------------------------------------
 
@@ -346,7 +440,9 @@ class ClusterController:
         pass). A stale epoch steps the operator down and is re-raised before anything is
         written. Returns the decision (its status as written), None if the Topic is gone."""
         async with self.lock:
-            fresh = await self.kube.get(TOPICS, self.namespace, resource)
+            fresh = await self.store.topic(self.namespace, resource)
+            if fresh is not None and not await self.store.migrate(fresh):
+                fresh = await self.store.topic(self.namespace, resource)
             if fresh is None:
                 return None
             creation = await decide(fresh)
@@ -354,13 +450,30 @@ class ClusterController:
                 return creation
             try:
                 await self.commands.confirm_epoch(creation.live)
+                await self._record_new(fresh, creation)
                 fresh["status"] = creation.status
-                await self.kube.replace_status(TOPICS, self.namespace, fresh)
                 await self._tell_new(fresh, creation)
             except StaleControllerEpochError:
                 await self._fenced()
                 raise
             return creation
+
+    async def migrate(self, resource: str) -> None:
+        """Move Topic ``resource``'s partition states from its status (an operator before
+        shards wrote them there) into its shards, under the lock every writer takes."""
+        async with self.lock:
+            fresh = await self.store.topic(self.namespace, resource)
+            if fresh is not None:
+                await self.store.migrate(fresh)
+
+    async def _record_new(self, fresh: dict[str, Any], c: PartitionCreation) -> None:
+        """The Topic's status (topic id and configs first: no broker may hear of a partition
+        without them), then the new partitions' states in their shards. A crash in between
+        leaves partitions missing, created by the next pass with the same id."""
+        status = topic_partitions.without_partitions(c.status)
+        out = await self.kube.replace_status(TOPICS, self.namespace, {**fresh, "status": status})
+        states = {int(s["partition"]): s for s in c.status["partitions"]}
+        await self.store.put(out if isinstance(out, dict) else fresh, {p: states[p] for p in c.new})
 
     async def _tell_new(self, t: dict[str, Any], c: PartitionCreation) -> None:
         """Preferred dirs and LeaderAndIsr to each live replica of the topic, then its
@@ -432,11 +545,7 @@ class ClusterController:
             return
         at = time.time()
         seen = await self.pool.describe(self.namespace, self.name, sorted(probed))
-        topics = [
-            t
-            for t in await self.kube.list(TOPICS, self.namespace)
-            if (t.get("spec") or {}).get("clusterName") == self.name
-        ]
+        topics = await self.store.topics(self.namespace, self.name)
         for b, dirs in sorted(seen.items()):
             if dirs is None:
                 continue  # not answering: checked when it does
@@ -551,10 +660,9 @@ class ClusterController:
                     v, broker, item.leader_epoch, item.partition_epoch, list(item.new_isr), fenced
                 )
                 if err is None:
-                    s["isr"] = list(item.new_isr)
-                    s["partitionEpoch"] = v.partition_epoch + 1
+                    s = {**s, "isr": list(item.new_isr), "partitionEpoch": v.partition_epoch + 1}
                     try:
-                        await self.kube.replace_status(TOPICS, self.namespace, t)
+                        await self.store.put(t, {item.partition: s})
                     except ApiError as e:
                         if e.status == 409:
                             continue

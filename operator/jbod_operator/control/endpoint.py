@@ -154,7 +154,7 @@ async def heartbeat(request: web.Request) -> web.Response:
     if ctrl is None:
         raise web.HTTPServiceUnavailable(reason=f"no controller for {ns}/{cluster} yet")
     ctx.pool.note_kafka_endpoint(ns, cluster, hb.broker_id, hb.kafka_endpoint)
-    ctrl.heartbeat(hb.broker_id)
+    ctrl.heartbeat(hb.broker_id, hb.incarnation)
     return web.json_response({"controller_epoch": ctx.pool.controller_epoch})
 
 

@@ -29,7 +29,8 @@ from jbod_broker.errors import (
 )
 
 from ..clients.brokers import BrokerPool
-from ..clients.kube import BROKER_CLUSTERS, TOPICS, ApiError, KubeClient
+from ..clients.kube import BROKER_CLUSTERS, ApiError, KubeClient
+from ..clients.partition_store import store_of
 from ..models import BrokerCluster, PartitionReassignment, kafka_topic_name, topic_id_of
 from ..models.snapshot import ClusterSnapshot
 from ..plan import partition_state, topic_spec
@@ -127,10 +128,8 @@ class OurBrokersLogDirMoves:
     async def reassigning(self) -> Mapping[tuple[str, int], str]:
         """The Topics' ``reassignedBy``: the state of record says who moves a partition."""
         out: dict[tuple[str, int], str] = {}
-        for t in await self.kube.list(TOPICS, self.ns):
-            if (t.get("spec") or {}).get("clusterName") != self.cluster:
-                continue
-            for s in (t.get("status") or {}).get("partitions") or []:
+        for t in await store_of(self.kube).topics(self.ns, self.cluster):
+            for s in t["status"]["partitions"]:
                 if s.get("reassignedBy"):
                     out[(kafka_topic_name(t), s["partition"])] = s["reassignedBy"]
         return out
@@ -205,25 +204,32 @@ class OurBrokersLogDirMoves:
         """The Topic's status says where each replica lives: keep it true after a move."""
         broker, topic, partition = action.replica
         async with self.lock or asyncio.Lock():
+            store = store_of(self.kube)
             for _ in range(5):
                 t = next(
                     (
                         t
-                        for t in await self.kube.list(TOPICS, self.ns)
-                        if (t.get("spec") or {}).get("clusterName") == self.cluster
-                        and kafka_topic_name(t) == topic
+                        for t in await store.topics(self.ns, self.cluster)
+                        if kafka_topic_name(t) == topic
                     ),
                     None,
                 )
-                if t is None:
+                s = next(
+                    (
+                        p
+                        for p in (t or {}).get("status", {}).get("partitions", [])
+                        if p["partition"] == partition
+                    ),
+                    None,
+                )
+                if t is None or s is None:
                     return
-                for p in (t.get("status") or {}).get("partitions") or []:
-                    if p["partition"] == partition:
-                        for r in p["replicas"]:
-                            if r["brokerId"] == broker:
-                                r["logDir"] = action.path
+                replicas = [
+                    {**r, "logDir": action.path} if r["brokerId"] == broker else r
+                    for r in s["replicas"]
+                ]
                 try:
-                    await self.kube.replace_status(TOPICS, self.ns, t)
+                    await store.put(t, {partition: {**s, "replicas": replicas}})
                     return
                 except ApiError as e:
                     if e.status != 409:
@@ -311,12 +317,10 @@ class OurBrokersReassignments:
         views: dict[str, TopicView] = {}
         busy: dict[int, int] = defaultdict(int)
         claims: dict[TP, str] = {}
-        for t in await self.kube.list(TOPICS, self.ns):
-            if (t.get("spec") or {}).get("clusterName") != self.cluster_name:
-                continue
+        for t in await self.ctrl.store.topics(self.ns, self.cluster_name):
             name = kafka_topic_name(t)
             parts = {}
-            for s in (t.get("status") or {}).get("partitions") or []:
+            for s in t["status"]["partitions"]:
                 pv = PartView.from_status(name, s)
                 parts[pv.partition] = pv
                 if pv.reassigned_by and pv.reassigned_by != me:
@@ -354,18 +358,18 @@ class OurBrokersReassignments:
         for name, views in sorted(by_topic.items()):
             t = self.raw[name]
             changed = {v.partition: v for v in views}
-            t["status"]["partitions"] = [
-                changed[s["partition"]].to_status(s) if s["partition"] in changed else s
+            updates = {
+                int(s["partition"]): changed[s["partition"]].to_status(s)
                 for s in t["status"]["partitions"]
-            ]
+                if s["partition"] in changed
+            }
             try:
-                out = await self.kube.replace_status(TOPICS, self.ns, t)
+                await self.ctrl.store.put(t, updates)
             except ApiError as e:
                 if e.status == 409:
                     raise RecordChanged(name) from e
                 raise
-            if isinstance(out, dict):
-                self.raw[name] = out
+            self.raw[name] = self.ctrl.store.join(t)
 
     async def record_dirs(self, records: Sequence[RecordDirs]) -> None:
         """Each Topic's status once with the dirs its replicas are in. After the pass' writes
@@ -377,20 +381,19 @@ class OurBrokersReassignments:
             by_topic[r.topic][r.partition] = dict(r.dirs)
         for name, fixes in sorted(by_topic.items()):
             t = self.raw[name]
-            for s in t["status"]["partitions"]:
-                for r in s["replicas"] if s["partition"] in fixes else ():
-                    d = fixes[s["partition"]].get(int(r["brokerId"]))
-                    if d is not None:
-                        r["logDir"] = d
+            updates = {
+                int(s["partition"]): _with_dirs(s, fixes[s["partition"]])
+                for s in t["status"]["partitions"]
+                if s["partition"] in fixes
+            }
             try:
-                out = await self.kube.replace_status(TOPICS, self.ns, t)
+                await self.ctrl.store.put(t, updates)
             except ApiError as e:
                 if e.status != 409:
                     raise
                 log.info("dirs not recorded: the Topic changed", extra={"topic": name})
                 continue
-            if isinstance(out, dict):
-                self.raw[name] = out
+            self.raw[name] = self.ctrl.store.join(t)
 
     async def prefer_dirs(self, prefer: Sequence[PreferDir]) -> None:
         by_broker: dict[int, list[tuple[str, int, str]]] = defaultdict(list)
@@ -523,6 +526,15 @@ def merged_throttle(was: wire.ThrottleConfig, action: Throttle) -> wire.Throttle
     )
 
 
+def _with_dirs(s: Mapping[str, Any], dirs: Mapping[int, str]) -> dict[str, Any]:
+    """Partition state ``s`` with its replicas in ``dirs`` (broker → dir; others as they are)."""
+    replicas = [
+        {**r, "logDir": dirs[int(r["brokerId"])]} if int(r["brokerId"]) in dirs else r
+        for r in s["replicas"]
+    ]
+    return {**s, "replicas": replicas}
+
+
 def cluster_record(bc: dict[str, Any], topics: list[dict[str, Any]]) -> ClusterRecord:
     """A BrokerCluster's record for a Rebalance: every broker there is (the leaving ones of a
     scale-down that waits included: that wait names a remove-brokers Rebalance of them as its
@@ -551,11 +563,7 @@ class OurBrokersSnapshots:
         self.bc = await self.kube.get(BROKER_CLUSTERS, self.ns, self.cluster)
         if self.bc is None:
             return None
-        self.topics = [
-            t
-            for t in await self.kube.list(TOPICS, self.ns)
-            if (t.get("spec") or {}).get("clusterName") == self.cluster
-        ]
+        self.topics = await store_of(self.kube).topics(self.ns, self.cluster)
         return cluster_record(self.bc, self.topics)
 
     async def snapshot(self, captured_at: str) -> ClusterSnapshot:

@@ -33,9 +33,9 @@ from ..clients.kube import (
     SECRETS,
     SERVICES,
     STATEFULSETS,
-    TOPICS,
     KubeClient,
 )
+from ..clients.partition_store import store_of
 from ..models import BrokerCluster
 from ..plan import builders, cluster_reconcile, scale_down
 from ..plan.cluster_reconcile import ClusterDecision, ClusterObservation
@@ -171,11 +171,7 @@ async def _scale_decision(
     current = None if current_sts is None else (current_sts.get("spec") or {}).get("replicas")
     if current is None or bc.spec.replicas >= int(current):
         return scale_down.ScaleDecision(bc.spec.replicas)
-    topics = [
-        t
-        for t in await kube.list(TOPICS, bc.metadata.namespace)
-        if (t.get("spec") or {}).get("clusterName") == bc.metadata.name
-    ]
+    topics = await store_of(kube).topics(bc.metadata.namespace or "default", bc.metadata.name)
     held = scale_down.replicas_per_broker(topics)
     return scale_down.decide_replicas(int(current), bc.spec.replicas, held)
 

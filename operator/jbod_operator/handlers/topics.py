@@ -24,10 +24,11 @@ from jbod_broker.errors import StaleControllerEpochError
 
 from ..clients.brokers import BrokerPool
 from ..clients.kube import BROKER_CLUSTERS, TOPICS, KubeClient
+from ..clients.partition_store import store_of
 from ..control.broker_commands import BrokerCommands
 from ..control.cluster_controller import ClusterController
 from ..models import BrokerCluster, Topic, kafka_topic_name
-from ..plan import topic_partitions, topic_spec
+from ..plan import partition_shards, topic_partitions, topic_spec
 from ..plan.topic_partitions import PartitionCreation, TopicNotReady
 from .context import Ctx, post_events
 
@@ -82,10 +83,14 @@ async def reconcile_topic(
     (a test, a tool) a controller that is not running is made for the pass. A
     StaleControllerEpochError leaves the status as it is."""
     t = Topic.model_validate(body)
-    stored: dict[str, Any] = dict(body.get("status") or {})
+    store = store_of(kube)
+    await store.shards(t.metadata.namespace or "default")
+    stored: dict[str, Any] = dict(store.join(body)["status"])
     ctrl = ctrl or ClusterController(
         t.metadata.namespace or "default", t.spec.cluster_name, kube, pool
     )
+    if partition_shards.legacy_states(body):
+        await ctrl.migrate(t.metadata.name)
     try:
         refusal = topic_spec.check_topic(t, await _other_topics(kube, t))
         creation = (
@@ -142,9 +147,13 @@ async def _write(kube: KubeClient, t: Topic, before: dict[str, Any], after: dict
 
 
 async def delete_topic(kube: KubeClient, pool: BrokerPool, body: dict[str, Any]) -> None:
-    """StopReplica(delete) on every live broker holding a replica (KIP-112 scenario 8)."""
+    """StopReplica(delete) on every live broker holding a replica (KIP-112 scenario 8), then
+    the Topic's PartitionShards."""
     t = Topic.model_validate(body)
-    states = (body.get("status") or {}).get("partitions") or []
+    store = store_of(kube)
+    await store.shards(t.metadata.namespace or "default")
+    joined = store.join(body)
+    states = joined["status"]["partitions"]
     commands = BrokerCommands(pool, t.metadata.namespace or "default", t.spec.cluster_name)
     name = kafka_topic_name(t)
     for b in sorted({r["brokerId"] for s in states for r in s["replicas"]}):
@@ -154,6 +163,7 @@ async def delete_topic(kube: KubeClient, pool: BrokerPool, body: dict[str, Any])
             if b in {r["brokerId"] for r in s["replicas"]}
         ]
         await commands.stop_replica(b, parts)
+    await store.delete(joined)
 
 
 # -- kopf's side ------------------------------------------------------------------------------
@@ -186,3 +196,10 @@ async def on_topic_deleted(ctx: Ctx, body: kopf.Body) -> None:
             await ctx.elector.step_down()
             raise kopf.TemporaryError(f"stepped down: {e}", delay=5) from e
     ctx.forget(body)
+
+
+def on_shard_event(ctx: Ctx, event: kopf.RawEvent) -> None:
+    """A PartitionShard event into the store (a standby's too: it takes over warm)."""
+    obj = event.get("object")
+    if isinstance(obj, dict) and obj.get("spec"):
+        store_of(ctx.kube).observe(obj, deleted=event.get("type") == "DELETED")

@@ -22,6 +22,7 @@ from .kafka_cluster import (
     SecurityProtocol,
 )
 from .log_dir_move import LogDirMove, LogDirMoveSpec, LogDirMoveStatus
+from .partition_shard import PartitionShard, PartitionShardSpec
 from .reassignment import PartitionReassignment, PartitionReassignmentSpec
 from .rebalance import (
     Rebalance,
@@ -51,6 +52,8 @@ __all__ = [
     "LogDirMoveStatus",
     "PartitionReassignment",
     "PartitionReassignmentSpec",
+    "PartitionShard",
+    "PartitionShardSpec",
     "Rebalance",
     "RebalanceCommand",
     "RebalanceMode",

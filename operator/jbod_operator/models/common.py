@@ -38,6 +38,12 @@ Quantity = Annotated[
         pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$",
     ),
 ]
+MAX_REPLICAS = 8
+"""Replicas of one partition: a Topic's replicationFactor and a reassignment's target (Kafka's
+largest replication factors in use are 5 or 6). Part of two size budgets: a
+PartitionReassignment's (``models.reassignment.MAX_PARTITIONS``) and a PartitionShard's
+(``models.partition_shard.SHARD_SIZE``), whose entries list up to twice as many while a step
+adds new replicas beside the old."""
 BrokerId = Annotated[int, Field(ge=0, le=1_000_000)]
 PartitionId = Annotated[int, Field(ge=0, le=2**31 - 1)]
 # One path segment that is not "." or ".." (same trick as TopicName), and an absolute path of them.

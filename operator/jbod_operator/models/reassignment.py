@@ -16,6 +16,7 @@ from pydantic import Field, StringConstraints, field_validator
 from .common import (
     ABSOLUTE_PATH,
     API_VERSION,
+    MAX_REPLICAS,
     BrokerId,
     CamelModel,
     Condition,
@@ -34,9 +35,6 @@ topics with 8 replicas and 64-character dirs each) and with the status at its la
 object is 1.13 MiB (1,180,763 bytes as stored, 100 stray replicas listed), under etcd's 1.5
 MiB request limit."""
 
-MAX_REPLICAS = 8
-"""Replicas of one partition in a target (Kafka's largest replication factors in use are 5 or
-6); part of the size budget above."""
 
 MAX_DETAIL = 100
 """Partitions listed one by one in the status (those in flight or in trouble); the rest are

@@ -12,6 +12,7 @@ from jbod_broker.storage.names import MAX_TOPIC_LENGTH, TOPIC_ID_LENGTH
 
 from .common import (
     API_VERSION,
+    MAX_REPLICAS,
     BrokerId,
     CamelModel,
     Condition,
@@ -70,7 +71,7 @@ class TopicSpec(CamelModel):
         int,
         Field(
             ge=1,
-            le=100_000,
+            le=MAX_PARTITIONS,
             json_schema_extra={
                 "x-kubernetes-validations": [
                     {"rule": "self >= oldSelf", "message": "partitions cannot be decreased"}
@@ -82,7 +83,7 @@ class TopicSpec(CamelModel):
         int,
         Field(
             ge=1,
-            le=32,
+            le=MAX_REPLICAS,
             json_schema_extra={
                 "x-kubernetes-validations": [
                     {
@@ -94,50 +95,68 @@ class TopicSpec(CamelModel):
             },
         ),
     ]
-    min_insync_replicas: Annotated[int, Field(ge=1, le=32)] | None = None
+    min_insync_replicas: Annotated[int, Field(ge=1, le=MAX_REPLICAS)] | None = None
     configs: Annotated[
         dict[TopicConfigKey, Annotated[str, StringConstraints(max_length=4096)]] | None,
         Field(max_length=100, description="Topic configs (Kafka names), e.g. retention.ms."),
     ] = None
 
 
+MAX_ENTRY_REPLICAS = 2 * MAX_REPLICAS
+"""Replicas one partition state lists: a step adds new replicas beside the old ones (KIP-455)."""
+LOG_DIR_LENGTH = 255
+"""A log dir's path in the state of record (our brokers' are ``/var/lib/jbod/data-<name>``)."""
+
+ReplicaIds = Annotated[list[BrokerId], Field(max_length=MAX_ENTRY_REPLICAS)]
+
+
 class ReplicaPlacement(CamelModel):
     broker_id: BrokerId
-    log_dir: str | None = None
+    log_dir: Annotated[str, StringConstraints(max_length=LOG_DIR_LENGTH)] | None = None
 
 
 class PartitionState(CamelModel):
+    """One partition's state of record (Kafka's PartitionRecord): kept in PartitionShards
+    (``models.partition_shard``). Every list is bounded, so a shard's size is."""
+
     partition: PartitionId
-    replicas: list[ReplicaPlacement]
-    leader: int
-    leader_epoch: int
-    isr: list[int]
-    partition_epoch: int = 0
-    offline_replicas: list[int] = Field(
+    replicas: Annotated[list[ReplicaPlacement], Field(max_length=MAX_ENTRY_REPLICAS)]
+    leader: Annotated[int, Field(ge=-1, le=1_000_000)]
+    leader_epoch: Annotated[int, Field(ge=0, le=2**31 - 1)]
+    isr: ReplicaIds
+    partition_epoch: Annotated[int, Field(ge=0, le=2**31 - 1)] = 0
+    offline_replicas: ReplicaIds = Field(
         default_factory=list,
         description="KIP-112: replicas on dead brokers and replicas on failed log dirs.",
     )
-    disk_offline_replicas: list[int] = Field(
+    disk_offline_replicas: ReplicaIds = Field(
         default_factory=list, description="Replicas whose broker is up but whose log dir failed."
     )
-    adding_replicas: list[int] = Field(
+    adding_replicas: ReplicaIds = Field(
         default_factory=list,
         description="KIP-455: replicas a reassignment step added, not yet in sync (they are "
         "also in replicas, after the ones the step started from).",
     )
-    removing_replicas: list[int] = Field(
+    removing_replicas: ReplicaIds = Field(
         default_factory=list,
         description="KIP-455: replicas a reassignment step drops. While new ones catch up "
         "they are still in replicas; once the step shrank the partition they are not, and "
         "stay listed until their brokers deleted them.",
     )
-    target_replicas: list[int] = Field(
+    target_replicas: ReplicaIds = Field(
         default_factory=list,
         description="The replicas (in order) the step in flight ends with; empty between steps.",
     )
-    reassigned_by: str | None = Field(
+    reassigned_by: ResourceName | None = Field(
         default=None, description="The PartitionReassignment moving this partition."
     )
+
+
+LEGACY_PARTITIONS = 4000
+"""The most partitions an older operator could have written into a Topic's status before
+etcd's 1.5 MiB limit refused it (about 342 bytes each at RF 3)."""
+MAX_PARTITIONS = 100_000
+"""Partitions of one Topic (the CRD's limit; Kafka has none, KRaft clusters hold millions)."""
 
 
 class TopicStatus(CamelModel):
@@ -163,7 +182,12 @@ class TopicStatus(CamelModel):
             "accepted (min.insync.replicas included when set); brokers are sent these.",
         ),
     ] = None
-    partitions: list[PartitionState] = Field(default_factory=list)
+    partitions: list[PartitionState] = Field(
+        default_factory=list,
+        max_length=LEGACY_PARTITIONS,
+        description="Deprecated (issue 39): the partition states live in PartitionShards. A "
+        "Topic stored by an older operator keeps them here until the operator moves them.",
+    )
 
 
 class Topic(CamelModel):

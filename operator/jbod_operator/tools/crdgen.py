@@ -32,6 +32,7 @@ from ..models import (
     KafkaCluster,
     LogDirMove,
     PartitionReassignment,
+    PartitionShard,
     Rebalance,
     Topic,
 )
@@ -39,6 +40,7 @@ from ..models import (
 RESOURCES: tuple[type[BaseModel], ...] = (
     BrokerCluster,
     Topic,
+    PartitionShard,
     LogDirMove,
     PartitionReassignment,
     Rebalance,
@@ -197,6 +199,9 @@ def _convert(node: Schema, defs: Mapping[str, Schema], where: str) -> Schema:
             if value is True:
                 raise SchemaError(f"{where}: free-form object (additionalProperties: true)")
             out[key] = _convert(value, defs, f"{where}.*")
+        elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
+            # JSON Schema 2020's number form; Kubernetes' OpenAPI v3 takes only the boolean.
+            raise SchemaError(f"{where}: {key} {value}: use ge/le (Kubernetes takes a boolean)")
         elif key in _PLAIN_KEYS:
             out[key] = copy.deepcopy(value)
         else:
@@ -318,7 +323,8 @@ def crd(model: type[BaseModel]) -> Schema:
                     "served": True,
                     "storage": True,
                     "schema": {"openAPIV3Schema": openapi_schema(model)},
-                    "subresources": {"status": {}},
+                    # A record without a status (PartitionShard) is replaced whole.
+                    "subresources": {"status": {}} if "status" in model.model_fields else {},
                     "additionalPrinterColumns": _printer_columns(model),
                 }
             ],

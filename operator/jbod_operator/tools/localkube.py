@@ -48,6 +48,9 @@ from typing import IO, Any, TypeVar
 
 from jbod_broker.local import LocalCluster, free_port
 
+from ..models.partition_shard import TOPIC_UID_LABEL
+from ..plan import partition_shards
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 KUBE_TOOLS_GO_MOD = REPO_ROOT / "e2e" / "tools" / "kube" / "go.mod"
 DEFAULT_KUBECTL = REPO_ROOT / ".venv" / "bin" / "kubectl"
@@ -493,6 +496,38 @@ class Kube:
             return None
         out: dict[str, Any] = json.loads(p.stdout)
         return out
+
+    def topic(self, name: str) -> dict[str, Any] | None:
+        """Topic ``name`` with its partition state of record (``status.partitions``) joined
+        from its PartitionShards, as the operator reads it; None if it does not exist."""
+        t = self.get("topic", name)
+        if t is None:
+            return None
+        p = self.cluster.kubectl(
+            "get",
+            "partitionshards",
+            "-n",
+            self.namespace,
+            "-o",
+            "json",
+            "-l",
+            f"{TOPIC_UID_LABEL}={t['metadata']['uid']}",
+            check=False,
+        )
+        shards = json.loads(p.stdout).get("items") or [] if p.returncode == 0 else []
+        return partition_shards.join(t, shards)
+
+    def topics(self) -> list[dict[str, Any]]:
+        """Every Topic of the namespace, each with its partition state of record joined."""
+        ns = ("-n", self.namespace)
+        topics = json.loads(self.run("get", "topics", *ns, "-o", "json"))["items"]
+        shards = json.loads(self.run("get", "partitionshards", *ns, "-o", "json"))["items"]
+        return partition_shards.join_all(topics, shards)
+
+    def partitions(self, name: str) -> list[dict[str, Any]]:
+        """Topic ``name``'s partition states (empty if it has none, or does not exist)."""
+        t = self.topic(name)
+        return list(t["status"]["partitions"]) if t is not None else []
 
     def condition(self, kind: str, name: str, type_: str) -> dict[str, Any] | None:
         """The object's status condition of type ``type_``, if it has one."""

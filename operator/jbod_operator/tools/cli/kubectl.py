@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...plan import partition_shards
 from .common import CliError
 
 
@@ -99,6 +100,13 @@ class Kubectl:
         if not isinstance(data, dict):
             raise CliError(f"kubectl get {' '.join(args)}: expected an object")
         return data
+
+    def topics(self) -> list[dict[str, Any]]:
+        """The namespace's Topics with their partition state of record (their
+        PartitionShards joined in, ``plan.partition_shards``: the rule the operator reads by)."""
+        topics = self.get_json("topics.jbod.io").get("items") or []
+        shards = self.get_json("partitionshards.jbod.io").get("items") or []
+        return partition_shards.join_all(topics, shards)
 
 
 def add_kube_options(p: argparse.ArgumentParser) -> None:

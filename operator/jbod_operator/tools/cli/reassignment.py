@@ -501,7 +501,7 @@ def manifests_from_kafka_json(
         source = f"--current {current_label}"
     else:
         assert kubectl is not None
-        topics = kubectl.get_json("topics.jbod.io").get("items") or []
+        topics = kubectl.topics()
         current = current_from_topics(topics, cluster)
         try:
             bc = kubectl.get_json("brokerclusters.jbod.io", cluster)

@@ -129,7 +129,7 @@ def get_reassignment(kubectl: Kubectl, name: str) -> dict[str, Any]:
 
 def cluster_partitions(kubectl: Kubectl, cluster: str) -> dict[TP, Any]:
     """The cluster's partition state of record (its Topics' statuses)."""
-    topics = kubectl.get_json("topics.jbod.io").get("items") or []
+    topics = kubectl.topics()
     return partition_records(topics, cluster).get(cluster, {})
 
 
@@ -191,7 +191,7 @@ def cmd_list(ns: argparse.Namespace) -> int:
     """``reassignments list``: Kafka's --list from the Topics' statuses, then each running
     PartitionReassignment's current batch."""
     kubectl = kubectl_from_args(ns)
-    topics = kubectl.get_json("topics.jbod.io").get("items") or []
+    topics = kubectl.topics()
     prs = kubectl.get_json(RESOURCE).get("items") or []
     doc = list_document(partition_records(topics, ns.cluster), active_batches(prs, ns.cluster))
     if ns.json:

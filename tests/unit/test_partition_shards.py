@@ -1,0 +1,267 @@
+"""The sharding rule of the partition state of record (issue 39), and the store's writes under
+concurrent writers: property tests over an in-memory API server with resourceVersions."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jbod_operator.clients.kube import ApiError
+from jbod_operator.clients.partition_store import PartitionStore, updates_of
+from jbod_operator.models import PartitionShard
+from jbod_operator.models.partition_shard import MAX_OBJECT_BYTES, MAX_SHARDS, SHARD_SIZE
+from jbod_operator.models.topic import LOG_DIR_LENGTH, MAX_ENTRY_REPLICAS, MAX_PARTITIONS
+from jbod_operator.plan import partition_shards as rule
+
+
+def state(p: int, epoch: int = 0, brokers: tuple[int, ...] = (0, 1, 2)) -> dict[str, Any]:
+    return {
+        "partition": p,
+        "replicas": [{"brokerId": b, "logDir": f"/var/lib/jbod/data-d{b % 2}"} for b in brokers],
+        "leader": brokers[0],
+        "leaderEpoch": epoch,
+        "isr": list(brokers),
+        "partitionEpoch": 0,
+    }
+
+
+def topic(name: str = "orders", uid: str = "uid-1", legacy: list[Any] | None = None) -> Any:
+    return {
+        "apiVersion": "jbod.io/v1alpha1",
+        "kind": "Topic",
+        "metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": "1"},
+        "spec": {"clusterName": "c", "partitions": 1, "replicationFactor": 3},
+        "status": {"partitions": legacy} if legacy is not None else {},
+    }
+
+
+class FakeApi:
+    """PartitionShards and one Topic with resourceVersions, as the API server keeps them: a
+    create of an existing name or a replace at an old version is 409. Each call yields to the
+    event loop first (``rng`` decides how often), so concurrent writers interleave."""
+
+    def __init__(self, rng: random.Random, t: dict[str, Any] | None = None) -> None:
+        self.rng = rng
+        self.objs: dict[str, dict[str, Any]] = {}
+        self.topic = t or topic()
+        self.rv = 10
+        self.fail_after: int | None = None
+
+    async def _turn(self) -> None:
+        for _ in range(self.rng.randrange(3)):
+            await asyncio.sleep(0)
+
+    def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.rv += 1
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        return obj
+
+    async def list(self, res: Any, ns: str, **_: Any) -> list[dict[str, Any]]:
+        await self._turn()
+        if res.plural == "topics":
+            return [copy.deepcopy(self.topic)]
+        return [copy.deepcopy(o) for o in self.objs.values()]
+
+    async def get(self, res: Any, ns: str, name: str) -> dict[str, Any] | None:
+        await self._turn()
+        if res.plural == "topics":
+            return copy.deepcopy(self.topic)
+        o = self.objs.get(name)
+        return copy.deepcopy(o) if o is not None else None
+
+    def _maybe_crash(self) -> None:
+        if self.fail_after is not None:
+            if self.fail_after == 0:
+                raise ConnectionError("the operator died here")
+            self.fail_after -= 1
+
+    async def create(self, res: Any, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+        await self._turn()
+        self._maybe_crash()
+        name = body["metadata"]["name"]
+        if name in self.objs:
+            raise ApiError(409, "AlreadyExists", name, "POST", name)
+        PartitionShard.model_validate(body)
+        self.objs[name] = self._bump(body)
+        return copy.deepcopy(self.objs[name])
+
+    async def replace(self, res: Any, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+        await self._turn()
+        self._maybe_crash()
+        name = body["metadata"]["name"]
+        old = self.objs.get(name)
+        if old is None or old["metadata"]["resourceVersion"] != body["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", name, "PUT", name)
+        PartitionShard.model_validate(body)
+        self.objs[name] = self._bump(body)
+        return copy.deepcopy(self.objs[name])
+
+    async def replace_status(self, res: Any, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+        await self._turn()
+        self._maybe_crash()
+        if body["metadata"]["resourceVersion"] != self.topic["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", "topic", "PUT", "topic")
+        self.topic = self._bump({**self.topic, "status": body["status"]})
+        return copy.deepcopy(self.topic)
+
+
+def stored_partitions(api: FakeApi) -> list[int]:
+    return [
+        int(s["partition"]) for s in rule.join(api.topic, api.objs.values())["status"]["partitions"]
+    ]
+
+
+# -- the rule ---------------------------------------------------------------------------------
+
+
+@given(st.sets(st.integers(0, MAX_PARTITIONS - 1), max_size=600))
+def test_every_partition_is_in_exactly_one_shard_of_bounded_size(parts: set[int]) -> None:
+    shards = rule.split(state(p) for p in parts)
+    listed = [int(s["partition"]) for k in sorted(shards) for s in shards[k]]
+    assert listed == sorted(parts)  # each exactly once, in order
+    for k, states in shards.items():
+        assert 0 <= k < MAX_SHARDS and len(states) <= SHARD_SIZE
+        assert all(int(s["partition"]) in rule.shard_range(k) for s in states)
+
+
+@given(st.text("abcdefghij-.", min_size=1, max_size=253), st.integers(0, MAX_SHARDS - 1))
+def test_shard_names_are_valid_and_their_own(name: str, k: int) -> None:
+    got = rule.shard_name(name, k)
+    assert len(got) <= 253 and got.endswith(f"-{k}")
+    if len(name) + len(f"-{k}") <= 253:
+        assert got == f"{name}-{k}"  # injective: the suffix holds no dash
+
+
+def test_the_largest_shard_the_schema_admits_is_under_the_object_bound() -> None:
+    ids = [1_000_000 - i for i in range(MAX_ENTRY_REPLICAS)]
+    worst = {
+        "partition": 2**31 - 1,
+        "replicas": [{"brokerId": b, "logDir": "/" + "p" * (LOG_DIR_LENGTH - 1)} for b in ids],
+        "leader": 1_000_000,
+        "leaderEpoch": 2**31 - 1,
+        "isr": ids,
+        "partitionEpoch": 2**31 - 1,
+        "offlineReplicas": ids,
+        "diskOfflineReplicas": ids,
+        "addingReplicas": ids,
+        "removingReplicas": ids,
+        "targetReplicas": ids,
+        "reassignedBy": "r" * 253,
+    }
+    t = topic(name="t" * 253, uid="u" * 64)
+    body = rule.shard_body(t, MAX_SHARDS - 1, [worst] * SHARD_SIZE, resource_version="9" * 20)
+    PartitionShard.model_validate(body)
+    assert len(json.dumps(body)) < MAX_OBJECT_BYTES
+
+
+def test_a_recreated_topic_never_reads_the_shards_of_the_one_before() -> None:
+    old = rule.shard_body(topic(uid="old"), 0, [state(0, epoch=7)])
+    joined = rule.join(topic(uid="new"), [old])
+    assert joined["status"]["partitions"] == []
+
+
+# -- migration from the Topic's status ---------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 5 * SHARD_SIZE), st.integers(0, 6), st.randoms(use_true_random=False))
+def test_moving_legacy_states_into_shards_loses_and_duplicates_nothing(
+    n: int, crash_after: int, rng: random.Random
+) -> None:
+    legacy = [state(p, epoch=p) for p in range(n)]
+    api = FakeApi(rng, topic(legacy=legacy))
+    api.fail_after = crash_after
+    with pytest.raises(ConnectionError) if crash_after < rule.shard_count(n) + 1 else _nothing():
+        asyncio.run(PartitionStore(api).migrate(api.topic))  # type: ignore[arg-type]
+    assert stored_partitions(api) == list(range(n))  # mid-way: each range from one place
+    api.fail_after = None
+    assert asyncio.run(PartitionStore(api).migrate(api.topic))  # type: ignore[arg-type]
+    assert not api.topic["status"]["partitions"]
+    joined = rule.join(api.topic, api.objs.values())["status"]["partitions"]
+    assert joined == legacy
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *_: object) -> bool:
+        return False
+
+
+# -- concurrent writers ------------------------------------------------------------------------
+
+
+async def _bump_epochs(store: PartitionStore, api: FakeApi, parts: list[int]) -> int:
+    """Read, add one to each partition's leaderEpoch, write; again on a conflict. Returns the
+    increments that were written."""
+    done = 0
+    for p in parts:
+        while True:
+            t = await store.topic("ns", "orders")
+            assert t is not None
+            cur = next(s for s in t["status"]["partitions"] if s["partition"] == p)
+            try:
+                await store.put(t, {p: {**cur, "leaderEpoch": cur["leaderEpoch"] + 1}})
+                done += 1
+                break
+            except ApiError as e:
+                assert e.status == 409
+    return done
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 3 * SHARD_SIZE - 1), max_size=12), min_size=2, max_size=4),
+    st.randoms(use_true_random=False),
+)
+def test_concurrent_writers_with_stale_versions_lose_no_update(
+    plans: list[list[int]], rng: random.Random
+) -> None:
+    api = FakeApi(rng)
+    n = 3 * SHARD_SIZE
+    seed = PartitionStore(api)  # type: ignore[arg-type]
+    asyncio.run(seed.put(api.topic, {p: state(p) for p in range(n)}))
+
+    async def run() -> list[int]:
+        # Each writer is its own process (its own cache): e.g. a deposed operator and the new.
+        stores = [PartitionStore(api) for _ in plans]  # type: ignore[arg-type]
+        return list(
+            await asyncio.gather(
+                *(_bump_epochs(s, api, p) for s, p in zip(stores, plans, strict=True))
+            )
+        )
+
+    done = asyncio.run(run())
+    assert sum(done) == sum(len(p) for p in plans)
+    states = rule.join(api.topic, api.objs.values())["status"]["partitions"]
+    assert [s["partition"] for s in states] == list(range(n))
+    want = {p: sum(plan.count(p) for plan in plans) for p in range(n)}
+    assert {s["partition"]: s["leaderEpoch"] for s in states} == want
+
+
+def test_offsets_name_each_changed_partition_once_in_order() -> None:
+    api = FakeApi(random.Random(1))
+    store = PartitionStore(api)  # type: ignore[arg-type]
+    asyncio.run(store.put(api.topic, {p: state(p) for p in range(3)}))
+    start = store.offset
+    asyncio.run(store.put(api.topic, {2: state(2, epoch=1)}))
+    asyncio.run(store.put(api.topic, {0: state(0, epoch=1)}))
+    asyncio.run(store.put(api.topic, {2: state(2, epoch=2)}))
+    assert [k for k, _ in store.changes_since("ns", start)] == [("uid-1", 0), ("uid-1", 2)]
+    assert [at for _, at in store.changes_since("ns", start)] == [start + 2, start + 3]
+    assert store.changes_since("ns", store.offset) == []
+
+
+def test_updates_of_names_only_what_changed() -> None:
+    before = [state(0), state(1)]
+    after = [state(0), state(1, epoch=3), state(2)]
+    assert sorted(updates_of(before, after)) == [1, 2]
