@@ -17,6 +17,7 @@ from jbod_operator.models import (
     KafkaClusterSpec,
     LogDirMoveSpec,
     PartitionReassignmentSpec,
+    PartitionShardSpec,
     RebalanceSpec,
     TopicSpec,
 )
@@ -176,6 +177,26 @@ VALID = [
     reassignment("ra1", logDirs=["d0", "d1", "/data/d0"]),
     rebalance("rb1", mode="add-brokers", brokers=[3], maxConcurrentMovesPerBroker=3),
     rebalance("rb2", mode="remove-disks", logDirs=[{"brokerId": 0, "logDir": "d1"}]),
+    obj(
+        "PartitionShard",
+        "orders-0",
+        {
+            "clusterName": "bc1",
+            "topic": "orders",
+            "topicUid": "0b4c6c1e-3d3e-4f0a-9a43-2d0f5d9c7a11",
+            "shard": 0,
+            "partitions": [
+                {
+                    "partition": 0,
+                    "replicas": [{"brokerId": 0, "logDir": "/var/lib/jbod/data-d0"}],
+                    "leader": 0,
+                    "leaderEpoch": 0,
+                    "isr": [0],
+                    "partitionEpoch": 0,
+                }
+            ],
+        },
+    ),
     kafka_cluster("kc1"),
     kafka_cluster(
         "kc-sasl",
@@ -196,6 +217,7 @@ SPEC_MODELS: dict[str, Any] = {
     "PartitionReassignment": PartitionReassignmentSpec,
     "Rebalance": RebalanceSpec,
     "KafkaCluster": KafkaClusterSpec,
+    "PartitionShard": PartitionShardSpec,
 }
 PLURALS = {m.kind: m.plural for m in RESOURCES}
 

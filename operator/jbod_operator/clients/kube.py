@@ -9,6 +9,7 @@ grants. Credentials come from a kubeconfig (``KUBECONFIG``) or the pod's service
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -92,6 +93,28 @@ BY_KIND = {
         SPARK_APPLICATIONS,
     )
 }
+
+
+TOO_MANY_REQUESTS_RETRIES = 10
+
+
+def _retry_after(header: str | None) -> float:
+    """Retry-After in seconds (1 when absent or not a number, at most 5)."""
+    try:
+        return min(max(float(header or 1), 0.1), 5.0)
+    except ValueError:
+        return 1.0
+
+
+def _answer(status: int, raw: bytes, method: str, path: str) -> Any:
+    """The decoded body of an answer, or its :class:`ApiError`."""
+    if status >= 400:
+        try:
+            st = json.loads(raw)
+        except ValueError:
+            raise ApiError(status, "", raw[:300].decode(errors="replace"), method, path) from None
+        raise ApiError(status, st.get("reason", ""), st.get("message", ""), method, path)
+    return json.loads(raw) if raw else None
 
 
 class ApiError(Exception):
@@ -219,25 +242,22 @@ class KubeClient:
     ) -> Any:
         self.calls.add((verb, res.group, res.plural + (f"/{sub}" if sub else "")))
         data = None if body is None else json.dumps(body).encode()
-        async with self.session.request(
-            method,
-            self.creds.server + path,
-            data=data,
-            params=params,
-            headers={"Content-Type": content_type} if data is not None else None,
-        ) as resp:
-            raw = await resp.read()
-            if resp.status >= 400:
-                try:
-                    st = json.loads(raw)
-                    raise ApiError(
-                        resp.status, st.get("reason", ""), st.get("message", ""), method, path
-                    )
-                except ValueError:
-                    raise ApiError(
-                        resp.status, "", raw[:300].decode(errors="replace"), method, path
-                    ) from None
-            return json.loads(raw) if raw else None
+        for attempt in range(TOO_MANY_REQUESTS_RETRIES + 1):
+            async with self.session.request(
+                method,
+                self.creds.server + path,
+                data=data,
+                params=params,
+                headers={"Content-Type": content_type} if data is not None else None,
+            ) as resp:
+                raw = await resp.read()
+                if resp.status == 429 and attempt < TOO_MANY_REQUESTS_RETRIES:
+                    # The API server's "come back later" (priority and fairness, or a new
+                    # CRD's storage still initialising): client-go waits Retry-After, as here.
+                    await asyncio.sleep(_retry_after(resp.headers.get("Retry-After")))
+                    continue
+                return _answer(resp.status, raw, method, path)
+        raise AssertionError("unreachable")
 
     async def served(self, res: Resource) -> bool:
         """Whether the API server serves ``res`` (discovery of its group version, which every
