@@ -88,6 +88,9 @@ KIP113_SCHEMA: dict[str, Any] = {
                                             "size": {"type": "integer", "minimum": 0},
                                             "offset_lag": {"type": "integer", "minimum": 0},
                                             "is_temporary": {"type": "boolean"},
+                                            # Ours, with --cluster (issue 39): whether the
+                                            # partition state of record puts it there.
+                                            "in_record": {"type": "boolean"},
                                         },
                                     },
                                 },
@@ -551,6 +554,9 @@ def test_describe_cluster_reads_status_and_secret(kube: KubeEnv, tmp_path: Path)
                 b: {(tp.topic, tp.partition) for tp, st in ctl.state.items() if b in st.replicas}
                 for b in (0, 1)
             }
+            # The stub controller made them on the brokers only: no Topic records them.
+            listed = [p for b in doc["brokers"] for d in b["log dirs"] for p in d["partitions"]]
+            assert listed and not any(p["in_record"] for p in listed)
             p = await asyncio.to_thread(
                 kube.ctl, "log-dirs", "describe", "--cluster", "kip", "--broker-list", "2"
             )

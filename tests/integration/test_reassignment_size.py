@@ -1,16 +1,21 @@
 """The largest PartitionReassignment the schema allows, with its status at its largest, on the
 real API server: the measurement that sets ``MAX_PARTITIONS`` (etcd refuses an object over
-about 1.5 MiB, so a bigger limit would be a resource that validates and cannot be stored)."""
+about 1.5 MiB, so a bigger limit would be a resource that validates and cannot be stored);
+and the largest PartitionShard, which sets ``SHARD_SIZE`` (issue 39)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from jbod_operator.clients.kube import KubeClient
+from jbod_operator.clients.partition_store import PartitionStore
 from jbod_operator.models.common import MAX_REPLICAS
+from jbod_operator.models.partition_shard import MAX_OBJECT_BYTES, MAX_SHARDS, SHARD_SIZE
 from jbod_operator.models.reassignment import (
     MAX_BATCH,
     MAX_DETAIL,
@@ -18,12 +23,16 @@ from jbod_operator.models.reassignment import (
     PartitionPhase,
     PartitionReassignment,
 )
+from jbod_operator.models.topic import LOG_DIR_LENGTH, MAX_ENTRY_REPLICAS
+from jbod_operator.models.topic import MAX_PARTITIONS as MAX_TOPIC_PARTITIONS
+from jbod_operator.plan import partition_shards as rule
 from tests.kube_cluster import KubeCluster
 
 pytestmark = pytest.mark.integration
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "reassignment-size"
+SHARD_NAMESPACE = "shard-size"
 ETCD_LIMIT = int(1.5 * 1024 * 1024)
 TOPIC = "t" * 249
 BROKERS = [1_000_000 - i for i in range(MAX_REPLICAS)]
@@ -183,3 +192,86 @@ def test_largest_reassignment_is_stored(kube_cluster: KubeCluster) -> None:
     )
     assert json.loads(final)["status"]["original"][-1] == obj["status"]["original"][-1]
     assert size < ETCD_LIMIT, size
+
+
+# -- the largest PartitionShard (issue 39) ------------------------------------------------------
+
+
+def _worst_state(p: int) -> dict[str, Any]:
+    """A partition state at every schema limit at once: all replicas offline, a reassignment
+    adding and removing at the same time."""
+    ids = [1_000_000 - i for i in range(MAX_ENTRY_REPLICAS)]
+    return {
+        "partition": p,
+        "replicas": [{"brokerId": b, "logDir": "/" + "p" * (LOG_DIR_LENGTH - 1)} for b in ids],
+        "leader": -1,
+        "leaderEpoch": 2**31 - 1,
+        "isr": ids,
+        "partitionEpoch": 2**31 - 1,
+        "offlineReplicas": ids,
+        "diskOfflineReplicas": ids,
+        "addingReplicas": ids,
+        "removingReplicas": ids,
+        "targetReplicas": ids,
+        "reassignedBy": "r" * 253,
+    }
+
+
+def test_largest_partition_shard_is_written_by_the_store(kube_cluster: KubeCluster) -> None:
+    """The last shard of the largest Topic the CRD admits (100,000 partitions), every state at
+    its largest, written by the operator's own store and read back: under the 1 MiB the
+    operator allows itself (the CRD's limits and ``SHARD_SIZE`` agree)."""
+    applied = kube_cluster.kubectl("apply", "-f", str(REPO_ROOT / "crds"))
+    assert applied.returncode == 0, applied.stderr
+    kube_cluster.wait_established("partitionshards.jbod.io", "topics.jbod.io")
+    kube_cluster.kubectl("create", "namespace", SHARD_NAMESPACE)
+    name = "t" * 253
+    topic = {
+        "apiVersion": "jbod.io/v1alpha1",
+        "kind": "Topic",
+        "metadata": {"name": name, "namespace": SHARD_NAMESPACE},
+        "spec": {
+            "clusterName": "c" * 253,
+            "topicName": "t" * 249,
+            "partitions": MAX_TOPIC_PARTITIONS,
+            "replicationFactor": MAX_REPLICAS,
+        },
+    }
+    created = kube_cluster.kubectl("create", "-f", "-", input=json.dumps(topic))
+    assert created.returncode == 0, created.stderr[:2000]
+    stored_topic = json.loads(
+        kube_cluster.kubectl("get", "topic", name, "-n", SHARD_NAMESPACE, "-o", "json").stdout
+    )
+    last = rule.shard_of(MAX_TOPIC_PARTITIONS - 1)
+    first = last * SHARD_SIZE
+    updates = {p: _worst_state(p) for p in range(first, first + SHARD_SIZE)}
+
+    async def write() -> dict[str, int]:
+        kube = KubeClient.from_env(str(kube_cluster.kubeconfig))
+        try:
+            store = PartitionStore(kube)
+            await store.put(stored_topic, updates)
+            return {"largest_written": store.stats.largest_written}
+        finally:
+            await kube.close()
+
+    figures = asyncio.run(write())
+    got = kube_cluster.kubectl(
+        "get", "partitionshard", rule.shard_name(name, last), "-n", SHARD_NAMESPACE, "-o", "json"
+    )
+    assert got.returncode == 0, got.stderr
+    size = len(json.dumps(json.loads(got.stdout), separators=(",", ":")).encode())
+    print(
+        json.dumps(
+            {
+                "largest_shard_stored_bytes": size,
+                **figures,
+                "object_limit_bytes": MAX_OBJECT_BYTES,
+                "shard_size": SHARD_SIZE,
+                "shards_of_the_largest_topic": MAX_SHARDS,
+            }
+        )
+    )
+    joined = rule.join(stored_topic, [json.loads(got.stdout)])["status"]["partitions"]
+    assert [s["partition"] for s in joined] == list(range(first, first + SHARD_SIZE))
+    assert size < MAX_OBJECT_BYTES, size

@@ -15,11 +15,12 @@ import yaml
 from jbod_broker import wire
 from jbod_operator.models import LogDirMoveSpec, PartitionReassignmentSpec
 from jbod_operator.models.common import human_bytes
+from jbod_operator.plan import partition_shards
 from jbod_operator.tools import cli
 from jbod_operator.tools.cli import kubectl, log_dirs, logdirmove, progress, reassignment
 from jbod_operator.tools.cli.common import CliError
 from jbod_operator.tools.cli.kubectl import Kubectl, KubectlError
-from jbod_operator.tools.cli.log_dirs import describe_to_kip
+from jbod_operator.tools.cli.log_dirs import describe_to_kip, record_placements
 from jbod_operator.tools.cli.progress import format_progress
 from jbod_operator.tools.cli.reassignment import (
     CurrentPartition,
@@ -154,6 +155,43 @@ def test_describe_to_kip_has_kip113_shape() -> None:
         ],
     }
     json.dumps(doc)  # plain JSON
+
+
+def test_describe_to_kip_says_which_replicas_the_state_of_record_puts_there() -> None:
+    """Topics as kubectl returns them (a Topic and its PartitionShard), joined as the operator
+    reads them: broker 1 holds t-0 in data-a by the record (its copy in data-b is a move's
+    future), t-1 anywhere (no dir named); u-0 is in no record."""
+    topic = {
+        "metadata": {"name": "t", "namespace": "ns", "uid": "u1"},
+        "spec": {"clusterName": "c", "partitions": 2, "replicationFactor": 1},
+        "status": {},
+    }
+    states = [
+        {"partition": 0, "replicas": [{"brokerId": 1, "logDir": "/d/1/data-a"}], "leader": 1,
+         "leaderEpoch": 0, "isr": [1]},
+        {"partition": 1, "replicas": [{"brokerId": 1}, {"brokerId": 0, "logDir": "/d/0/data-b"}],
+         "leader": 1, "leaderEpoch": 0, "isr": [1, 0]},
+    ]  # fmt: skip
+    shard = partition_shards.shard_body(topic, 0, states)
+    placements = record_placements(partition_shards.join_all([topic], [shard]), "c")
+    doc = describe_to_kip(responses(), placements=placements)
+    got = {
+        (b["broker"], d["path"], p["topic"], p["partition"], p["is_temporary"]): p["in_record"]
+        for b in doc["brokers"]
+        for d in b["log dirs"]
+        for p in d["partitions"]
+    }
+    assert got == {
+        (0, "/d/0/data-a", "t", 1, False): False,  # the record has it in data-b
+        (1, "/d/1/data-a", "t", 0, False): True,
+        (1, "/d/1/data-a", "t", 1, False): True,
+        (1, "/d/1/data-b", "t", 0, True): False,
+        (1, "/d/1/data-b", "u", 0, False): False,
+    }
+    assert (
+        "in_record"
+        not in describe_to_kip(responses())["brokers"][0]["log dirs"][0]["partitions"][0]
+    )
 
 
 def test_describe_to_kip_filters_brokers_and_topics() -> None:

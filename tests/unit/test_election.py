@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from jbod_operator.plan.election import (
     NO_LEADER,
     PartitionView,
     apply_to_status,
     decide,
+    settled,
     validate_alter_partition,
     view_from_status,
 )
@@ -106,3 +112,35 @@ def test_an_isr_never_grows_to_a_broker_the_controller_knows_is_not_alive() -> N
     assert validate_alter_partition(p, 1, 5, 7, [1, 2, 3]) is None  # 3 alive
     assert validate_alter_partition(p, 1, 5, 7, [1], frozenset({2, 3})) is None  # a shrink
     assert validate_alter_partition(pv(), 1, 5, 7, [1, 2, 3], dead3) is None  # 3 already in
+
+
+# -- settled: the pass' cheap check (issue 39) ---------------------------------------------------
+
+
+@st.composite
+def _states(draw: st.DrawFn) -> tuple[dict[str, Any], set[int], set[int]]:
+    replicas = draw(st.lists(st.integers(0, 5), min_size=1, max_size=4, unique=True))
+    isr = draw(st.lists(st.sampled_from(replicas), min_size=1, unique=True))
+    s = {
+        "partition": 0,
+        "replicas": [{"brokerId": b} for b in replicas],
+        "leader": draw(st.sampled_from([*replicas, -1])),
+        "leaderEpoch": 3,
+        "isr": isr,
+        "partitionEpoch": 5,
+        "diskOfflineReplicas": draw(st.lists(st.sampled_from(replicas), max_size=1)),
+        "offlineReplicas": [],
+    }
+    live = draw(st.sets(st.integers(0, 5)))
+    return s, live, set(range(6)) - live
+
+
+@settings(max_examples=500)
+@given(_states(), st.booleans())
+def test_a_settled_partition_is_one_the_decision_leaves_as_it_is(
+    case: tuple[dict[str, Any], set[int], set[int]], preferred: bool
+) -> None:
+    s, live, dead = case
+    if settled(s, live, dead, preferred_election=preferred):
+        d = decide(view_from_status("t", s), live, preferred_election=preferred)
+        assert not d.changed and apply_to_status(s, d.after, dead) == s

@@ -4,10 +4,9 @@ concurrent writers: property tests over an in-memory API server with resourceVer
 from __future__ import annotations
 
 import asyncio
-import copy
+import contextlib
 import json
 import random
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -19,98 +18,7 @@ from jbod_operator.models import PartitionShard
 from jbod_operator.models.partition_shard import MAX_OBJECT_BYTES, MAX_SHARDS, SHARD_SIZE
 from jbod_operator.models.topic import LOG_DIR_LENGTH, MAX_ENTRY_REPLICAS, MAX_PARTITIONS
 from jbod_operator.plan import partition_shards as rule
-
-
-def state(p: int, epoch: int = 0, brokers: tuple[int, ...] = (0, 1, 2)) -> dict[str, Any]:
-    return {
-        "partition": p,
-        "replicas": [{"brokerId": b, "logDir": f"/var/lib/jbod/data-d{b % 2}"} for b in brokers],
-        "leader": brokers[0],
-        "leaderEpoch": epoch,
-        "isr": list(brokers),
-        "partitionEpoch": 0,
-    }
-
-
-def topic(name: str = "orders", uid: str = "uid-1", legacy: list[Any] | None = None) -> Any:
-    return {
-        "apiVersion": "jbod.io/v1alpha1",
-        "kind": "Topic",
-        "metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": "1"},
-        "spec": {"clusterName": "c", "partitions": 1, "replicationFactor": 3},
-        "status": {"partitions": legacy} if legacy is not None else {},
-    }
-
-
-class FakeApi:
-    """PartitionShards and one Topic with resourceVersions, as the API server keeps them: a
-    create of an existing name or a replace at an old version is 409. Each call yields to the
-    event loop first (``rng`` decides how often), so concurrent writers interleave."""
-
-    def __init__(self, rng: random.Random, t: dict[str, Any] | None = None) -> None:
-        self.rng = rng
-        self.objs: dict[str, dict[str, Any]] = {}
-        self.topic = t or topic()
-        self.rv = 10
-        self.fail_after: int | None = None
-
-    async def _turn(self) -> None:
-        for _ in range(self.rng.randrange(3)):
-            await asyncio.sleep(0)
-
-    def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
-        self.rv += 1
-        obj = copy.deepcopy(obj)
-        obj["metadata"]["resourceVersion"] = str(self.rv)
-        return obj
-
-    async def list(self, res: Any, ns: str, **_: Any) -> list[dict[str, Any]]:
-        await self._turn()
-        if res.plural == "topics":
-            return [copy.deepcopy(self.topic)]
-        return [copy.deepcopy(o) for o in self.objs.values()]
-
-    async def get(self, res: Any, ns: str, name: str) -> dict[str, Any] | None:
-        await self._turn()
-        if res.plural == "topics":
-            return copy.deepcopy(self.topic)
-        o = self.objs.get(name)
-        return copy.deepcopy(o) if o is not None else None
-
-    def _maybe_crash(self) -> None:
-        if self.fail_after is not None:
-            if self.fail_after == 0:
-                raise ConnectionError("the operator died here")
-            self.fail_after -= 1
-
-    async def create(self, res: Any, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        await self._turn()
-        self._maybe_crash()
-        name = body["metadata"]["name"]
-        if name in self.objs:
-            raise ApiError(409, "AlreadyExists", name, "POST", name)
-        PartitionShard.model_validate(body)
-        self.objs[name] = self._bump(body)
-        return copy.deepcopy(self.objs[name])
-
-    async def replace(self, res: Any, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        await self._turn()
-        self._maybe_crash()
-        name = body["metadata"]["name"]
-        old = self.objs.get(name)
-        if old is None or old["metadata"]["resourceVersion"] != body["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", name, "PUT", name)
-        PartitionShard.model_validate(body)
-        self.objs[name] = self._bump(body)
-        return copy.deepcopy(self.objs[name])
-
-    async def replace_status(self, res: Any, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        await self._turn()
-        self._maybe_crash()
-        if body["metadata"]["resourceVersion"] != self.topic["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", "topic", "PUT", "topic")
-        self.topic = self._bump({**self.topic, "status": body["status"]})
-        return copy.deepcopy(self.topic)
+from tests.fake_api import FakeApi, state, topic
 
 
 def stored_partitions(api: FakeApi) -> list[int]:
@@ -179,7 +87,8 @@ def test_moving_legacy_states_into_shards_loses_and_duplicates_nothing(
     legacy = [state(p, epoch=p) for p in range(n)]
     api = FakeApi(rng, topic(legacy=legacy))
     api.fail_after = crash_after
-    with pytest.raises(ConnectionError) if crash_after < rule.shard_count(n) + 1 else _nothing():
+    crashes = crash_after < rule.shard_count(n) + 1
+    with pytest.raises(ConnectionError) if crashes else contextlib.nullcontext():
         asyncio.run(PartitionStore(api).migrate(api.topic))  # type: ignore[arg-type]
     assert stored_partitions(api) == list(range(n))  # mid-way: each range from one place
     api.fail_after = None
@@ -187,14 +96,6 @@ def test_moving_legacy_states_into_shards_loses_and_duplicates_nothing(
     assert not api.topic["status"]["partitions"]
     joined = rule.join(api.topic, api.objs.values())["status"]["partitions"]
     assert joined == legacy
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *_: object) -> bool:
-        return False
 
 
 # -- concurrent writers ------------------------------------------------------------------------

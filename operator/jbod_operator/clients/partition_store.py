@@ -34,6 +34,11 @@ from .kube import PARTITION_SHARDS, TOPICS, ApiError, KubeClient
 
 log = logging.getLogger(__name__)
 
+WRITES_AT_ONCE = 8
+"""Shards written at the same time: a failover changes partitions in every shard (a broker's
+partitions are spread over all of them), and one write after the other would make its time
+the sum of the API server's answers."""
+
 Key = tuple[str, int]
 """(the owning Topic's uid, partition): what an offset is kept for."""
 
@@ -160,10 +165,11 @@ class PartitionStore:
     # -- writing ------------------------------------------------------------------------------
 
     async def put(self, topic: Mapping[str, Any], updates: Mapping[int, Mapping[str, Any]]) -> None:
-        """Write ``updates`` (partition → its new state) into ``topic``'s shards, one shard at
-        a time with its resourceVersion. A conflict (409) raises :class:`ApiError` after the
-        shard is read again; the shards written before it stay written (each partition's
-        state is whole in one shard, and the offsets say which changed)."""
+        """Write ``updates`` (partition → its new state) into ``topic``'s shards, each with
+        its resourceVersion, a few at a time. A conflict (409) raises :class:`ApiError` after
+        the shard is read again, once every other shard was tried; the shards written stay
+        written (each partition's state is whole in one shard, and the offsets say which
+        changed)."""
         ns = topic["metadata"].get("namespace") or "default"
         await self.shards(ns)
         stored = rule.shards_of(topic, self._shards.get(ns, {}).values())
@@ -171,8 +177,18 @@ class PartitionStore:
         by_shard: dict[int, dict[int, Mapping[str, Any]]] = {}
         for p, s in updates.items():
             by_shard.setdefault(rule.shard_of(p), {})[p] = s
-        for k, ups in sorted(by_shard.items()):
-            await self._write_shard(topic, k, stored.get(k), legacy.get(k, []), ups)
+        gate = asyncio.Semaphore(WRITES_AT_ONCE)
+
+        async def one(k: int, ups: Mapping[int, Mapping[str, Any]]) -> None:
+            async with gate:
+                await self._write_shard(topic, k, stored.get(k), legacy.get(k, []), ups)
+
+        results = await asyncio.gather(
+            *(one(k, ups) for k, ups in sorted(by_shard.items())), return_exceptions=True
+        )
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
 
     async def _write_shard(
         self,

@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -39,46 +37,22 @@ from jbod_broker.errors import StaleControllerEpochError
 from jbod_broker.storage.errors import KafkaStorageError
 
 from ..clients.brokers import BrokerPool
-from ..clients.kube import BROKER_CLUSTERS, EVENTS, REASSIGNMENTS, TOPICS, ApiError, KubeClient
+from ..clients.kube import TOPICS, ApiError, KubeClient
 from ..clients.partition_store import PartitionStore, store_of
 from ..models import kafka_topic_name, topic_id_of
-from ..models.common import API_VERSION, StrayReplica
-from ..plan import partition_state, strays, topic_partitions, topic_spec
-from ..plan.election import apply_to_status, decide, validate_alter_partition, view_from_status
+from ..plan import partition_state, topic_partitions, topic_spec
+from ..plan.election import (
+    apply_to_status,
+    decide,
+    settled,
+    validate_alter_partition,
+    view_from_status,
+)
 from ..plan.topic_partitions import PartitionCreation
 from .broker_commands import BrokerCommands
+from .stray_replicas import StrayReplicas
 
 log = logging.getLogger(__name__)
-
-
-async def post_cluster_event(
-    kube: KubeClient, ns: str, cluster: str, reason: str, message: str, type_: str = "Warning"
-) -> None:
-    """A Kubernetes Event on the BrokerCluster (what the controller does outside a handler,
-    where kopf's events are not at hand); one that cannot be posted is only logged."""
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    body = {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": f"{cluster}.{uuid.uuid4().hex[:12]}", "namespace": ns},
-        "involvedObject": {
-            "apiVersion": API_VERSION,
-            "kind": "BrokerCluster",
-            "name": cluster,
-            "namespace": ns,
-        },
-        "reason": reason,
-        "message": message[:1000],
-        "type": type_,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-        "source": {"component": "jbod-operator"},
-    }
-    try:
-        await kube.create(EVENTS, ns, body)
-    except ApiError as e:
-        log.warning("could not post event", extra={"error": str(e)})
 
 
 FULL_PASS_S = 5.0
@@ -138,18 +112,17 @@ class ClusterController:
         """Broker → the store offset up to which it was sent every change (its LeaderAndIsr
         and UpdateMetadata): what Kafka's brokers track as their metadata log offset."""
         self.incarnations: dict[int, str] = {}
+        self.probe_failed: set[int] = set()
+        """Brokers whose whole state was not taken this term: sent again by the periodic
+        pass rather than on every tick."""
         self._task: asyncio.Task[None] | None = None
         self.elections = 0
         self.isr_changed = asyncio.Event()
         """Set, and replaced by a fresh one, each time an AlterPartition changes an ISR: a
         PartitionReassignment whose step waits for its new replicas to join takes the event
         before a pass and waits on it (or its poll interval) after."""
-        self.strays_checked: dict[int, float] = {}
-        """Broker → the wall time its last stray check read its dirs (this controller's)."""
-        self.strays_left: dict[int, list[StrayReplica]] = {}
-        """Broker → the strays its last check found and could not delete."""
-        self.strays_reported: list[StrayReplica] | None = None
-        """The BrokerCluster's ``status.strayReplicas`` as this controller last wrote it."""
+        self.strays = StrayReplicas(self)
+        """Stray replica detection and deletion for this cluster (``control.stray_replicas``)."""
 
     @property
     def store(self) -> PartitionStore:
@@ -187,7 +160,7 @@ class ClusterController:
         self.known_live = set()
         self.acked = {}  # a new term sends every broker its whole state once
         # Another controller may have checked, deleted and reported meanwhile: a fresh view.
-        self.strays_checked, self.strays_left, self.strays_reported = {}, {}, None
+        self.strays = StrayReplicas(self)
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -233,13 +206,21 @@ class ClusterController:
             return  # brokers may not have found this controller yet: never elect on start
         # A broker this term has not sent its state to yet gets all of it (a takeover, a
         # broker new to this controller, one that restarted or reported a failed dir).
-        probe = came_back | (self.needs_probe & live) | {b for b in live if b not in self.acked}
+        # One that did not take it is tried again with the periodic pass, not every tick.
+        unsent = {b for b in live if b not in self.acked and b not in self.probe_failed}
+        probe = (
+            came_back
+            | (self.needs_probe & live)
+            | unsent
+            | (live - set(self.acked) if periodic else set())
+        )
         self.needs_probe -= probe
+        self.probe_failed = set() if periodic else self.probe_failed
         async with self.lock:
             if came_back or died or probe or periodic:
                 started = time.monotonic()
                 await self.reconcile(live, probe, dead_known=not in_grace)
-                await self._strays_checked(probe | (live if periodic else set()))
+                await self.strays.check(probe | (live if periodic else set()))
                 if periodic:
                     self.full_pass_s = time.monotonic() - started
             if not in_grace:
@@ -265,18 +246,24 @@ class ClusterController:
         # Who holds what, from the status of record.
         storage_errors: dict[tuple[str, int], set[int]] = {}
         storage_ok: dict[tuple[str, int], set[int]] = {}
-        for b in sorted(probe):
-            await self._probe(b, topics, storage_errors, storage_ok)
-        took = await self._update_metadata(topics, probe, live) if probe else set()
+        told = {
+            b for b in sorted(probe) if await self._probe(b, topics, storage_errors, storage_ok)
+        }
+        took = await self._update_metadata(topics, told, live) if told else set()
         for b in took:
             self.acked[b] = upto  # what changes later is delivered after this pass
-        dead = (set(range(self._broker_count(topics))) - live) if dead_known else set()
+        self.probe_failed |= probe - took
+        dead = (set(range(self.broker_count(topics))) - live) if dead_known else set()
         for t in topics:
             name = kafka_topic_name(t)
             parts = t["status"]["partitions"]
             updates: dict[int, dict[str, Any]] = {}
             for s in parts:
                 key = (name, s["partition"])
+                if key not in storage_errors and key not in storage_ok:
+                    live_for = live if dead_known else live | set(partition_state.replica_ids(s))
+                    if settled(s, live_for, dead, preferred_election=self.preferred_election):
+                        continue
                 disk_off = set(s.get("diskOfflineReplicas", []))
                 disk_off |= storage_errors.get(key, set())
                 disk_off -= storage_ok.get(key, set())
@@ -312,7 +299,7 @@ class ClusterController:
                     raise
         # The changed partitions go out with the next delivery (their offsets moved on).
 
-    def _broker_count(self, topics: list[dict[str, Any]]) -> int:
+    def broker_count(self, topics: list[dict[str, Any]]) -> int:
         ids = {
             int(r["brokerId"])
             for t in topics
@@ -342,7 +329,7 @@ class ClusterController:
         topics: list[dict[str, Any]],
         errors: dict[tuple[str, int], set[int]],
         ok: dict[tuple[str, int], set[int]],
-    ) -> None:
+    ) -> bool:
         """Ask broker ``b`` for the state of its partitions (KIP-112): the full LeaderAndIsr.
 
         A replica a reassignment is adding is left to the reassignment: it creates it as a new
@@ -355,16 +342,17 @@ class ClusterController:
             and b not in (s.get("addingReplicas") or ())
         ]
         if not states:
-            return
+            return True
         resp = await self.commands.leader_and_isr(b, states, self.live() | {b})
         if resp is None:
-            return
+            return False
         for r in resp.partitions:
             key = (r.topic, r.partition)
             if r.error == KafkaStorageError.kafka_error:
                 errors.setdefault(key, set()).add(b)
             elif r.error is None:
                 ok.setdefault(key, set()).add(b)
+        return True
 
     async def _update_metadata(
         self, topics: list[dict[str, Any]], to: set[int], live: set[int]
@@ -520,116 +508,6 @@ class ClusterController:
             return True
 
         return bool(await self.commands.send(b, "alter_replica_log_dirs", alter))
-
-    # -- strays --------------------------------------------------------------------------
-
-    async def _strays_checked(self, probed: set[int]) -> None:
-        """:meth:`delete_strays`, whose failure (the API server, a status edited by hand)
-        waits for the next probe: the pass it ends has done its work (liveness is recorded
-        after it)."""
-        try:
-            await self.delete_strays(probed)
-        except (asyncio.CancelledError, StaleControllerEpochError):
-            raise
-        except Exception:
-            log.exception("stray check failed", extra={"cluster": self.name})
-
-    async def delete_strays(self, probed: set[int]) -> None:
-        """Delete the stray replicas of the brokers just probed (``plan.strays``) and report
-        the ones left in the BrokerCluster's status. Run under the lock, after the probe's
-        LeaderAndIsr: no reassignment step or partition creation (both write the state of
-        record, then tell the brokers, under this lock) runs between the read of the dirs
-        and the deletion. The dirs are read first and the Topics after them, so a replica
-        created since a Topic was read is never taken for a stray."""
-        if not probed:
-            return
-        at = time.time()
-        seen = await self.pool.describe(self.namespace, self.name, sorted(probed))
-        topics = await self.store.topics(self.namespace, self.name)
-        for b, dirs in sorted(seen.items()):
-            if dirs is None:
-                continue  # not answering: checked when it does
-            found = strays.find_strays(b, dirs, topics)
-            left = await self._delete(b, found) if found else []
-            self.strays_left[b] = [s.report() for s in left]
-            self.strays_checked[b] = at
-        await self._report_strays(topics)
-
-    async def _delete(self, b: int, found: list[strays.Stray]) -> list[strays.Stray]:
-        """StopReplica(delete) for ``found`` on ``b``; returns those describe-log-dirs still
-        lists after it. No leader epoch: a stray is judged by the state of record, and an
-        older topic's replica of the same name may carry a higher epoch than the new one."""
-        parts = [
-            wire.StopReplicaPartition(topic=s.topic, partition=s.partition, delete=True)
-            for s in found
-        ]
-        if await self.commands.stop_replica(b, parts, "stray_replica_delete") is None:
-            return found
-        after = await self.pool.describe(self.namespace, self.name, [b])
-        left = strays.still_there(found, after[b])
-        gone = [s for s in found if s not in left]
-        for s in gone:
-            log.warning(
-                "stray replica deleted",
-                extra={
-                    "event": "stray_replica_deleted",
-                    "broker": b,
-                    "topic": s.topic,
-                    "partition": s.partition,
-                    "log_dir": s.log_dir,
-                },
-            )
-        for s in left:
-            log.warning(
-                "stray replica still there after its deletion",
-                extra={
-                    "event": "stray_replica_left",
-                    "broker": b,
-                    "topic": s.topic,
-                    "partition": s.partition,
-                    "log_dir": s.log_dir,
-                },
-            )
-        if gone:
-            await post_cluster_event(
-                self.kube,
-                self.namespace,
-                self.name,
-                "StrayReplicaDeleted",
-                f"broker {b}: deleted {len(gone)} replica(s) the partitions' state of record "
-                "does not place on it: " + ", ".join(str(s) for s in gone),
-                type_="Normal",
-            )
-        return left
-
-    async def _report_strays(self, topics: list[dict[str, Any]]) -> None:
-        """``status.strayReplicas`` of the BrokerCluster, written when it changes: the
-        replicas reassignments left on brokers not checked since, and those not deleted."""
-        left = [
-            StrayReplica.model_validate(s)
-            for o in await self.kube.list(REASSIGNMENTS, self.namespace)
-            if (o.get("spec") or {}).get("clusterName") == self.name
-            for s in (o.get("status") or {}).get("strayReplicas") or ()
-        ]
-        now = strays.pending(
-            left,
-            [s for ss in self.strays_left.values() for s in ss],
-            self.strays_checked,
-            self._broker_count([t for t in topics if (t.get("status") or {}).get("partitions")]),
-        )
-        if now == self.strays_reported:
-            return
-        try:
-            await self.kube.patch_status(
-                BROKER_CLUSTERS,
-                self.namespace,
-                self.name,
-                {"strayReplicas": [s.dump() for s in now]},
-            )
-        except ApiError as e:
-            log.warning("stray replicas not reported", extra={"error": str(e)})
-            return
-        self.strays_reported = now
 
     # -- AlterPartition -------------------------------------------------------------------
 

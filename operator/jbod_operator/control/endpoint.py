@@ -24,7 +24,8 @@ from jbod_broker import wire
 from ..clients.brokers import BrokerPool
 from ..clients.kube import CONFIGMAPS, ApiError, KubeClient
 from ..plan import producer_ids
-from .cluster_controller import ClusterController, post_cluster_event
+from .cluster_controller import ClusterController
+from .stray_replicas import post_cluster_event
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ The spec *is* the record (as a ConfigMap's ``data`` is): the operator is its onl
 nothing reconciles a PartitionShard. Every list of a partition state is bounded by the CRD
 (``models.topic.PartitionState``), so the largest shard the API server admits is under
 ``MAX_OBJECT_BYTES`` (measured on the real API server in
-tests/integration/test_partition_shard_size.py).
+tests/integration/test_reassignment_size.py).
 """
 
 from __future__ import annotations

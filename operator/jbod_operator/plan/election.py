@@ -108,6 +108,27 @@ def validate_alter_partition(
     return None
 
 
+def settled(
+    s: Mapping[str, Any], live: set[int], dead: set[int], *, preferred_election: bool = True
+) -> bool:
+    """Whether :func:`decide` and :func:`apply_to_status` would leave state ``s`` as it is,
+    checked without building its view: every ISR member live, no replica offline or dead,
+    the leader in the ISR and, with preferred election, the preferred replica leading or
+    out of the ISR. Nearly every partition of a healthy cluster is, so a pass over 200,000
+    of them costs a check each rather than a decision each (issue 39)."""
+    if s.get("diskOfflineReplicas") or s.get("offlineReplicas"):
+        return False
+    isr = s["isr"]
+    leader = s["leader"]
+    if leader not in isr or not all(r in live for r in isr):
+        return False
+    replicas = s["replicas"]
+    if dead and any(r["brokerId"] in dead for r in replicas):
+        return False
+    preferred = replicas[0]["brokerId"] if replicas else leader
+    return not preferred_election or leader == preferred or preferred not in isr
+
+
 def view_from_status(topic: str, s: Mapping[str, Any]) -> PartitionView:
     return PartitionView(
         topic=topic,

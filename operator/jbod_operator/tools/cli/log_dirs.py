@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,27 @@ from jbod_broker.errors import KafkaError
 
 from .common import CliError, positive_float, print_json
 from .kubectl import Kubectl, KubectlError, add_kube_options, kubectl_from_args
+from .reassignments_view import partition_records
+
+Placements = Mapping[tuple[int, str, int], str | None]
+"""(broker, topic, partition) → the dir the partition state of record names (None: any)."""
+
+
+def record_placements(
+    topics: Iterable[Mapping[str, Any]], cluster: str
+) -> dict[tuple[int, str, int], str | None]:
+    """Where the cluster's partition state of record (its Topics' PartitionShards, joined)
+    places each replica."""
+    out: dict[tuple[int, str, int], str | None] = {}
+    for (topic, partition), v in partition_records(topics, cluster).get(cluster, {}).items():
+        for b, d in zip(v.replicas, v.dirs, strict=True):
+            out[(b, topic, partition)] = d
+    return out
+
+
+def _recorded(placements: Placements, broker: int, topic: str, partition: int, path: str) -> bool:
+    key = (broker, topic, partition)
+    return key in placements and placements[key] in (None, path)
 
 
 def describe_to_kip(
@@ -28,6 +49,7 @@ def describe_to_kip(
     *,
     brokers: Iterable[int] | None = None,
     topics: Iterable[str] | None = None,
+    placements: Placements | None = None,
 ) -> dict[str, Any]:
     """KIP-113's ``kafka-log-dirs`` JSON from the brokers' describe-log-dirs answers.
 
@@ -36,7 +58,9 @@ def describe_to_kip(
     "total_bytes", "usable_bytes", "reserved_bytes", "headroom_bytes"}]}]}`` (the four byte
     counts are ours: the room a move into the dir is checked against),
     brokers by id, log dirs in the broker's order, partitions by topic and partition (a future
-    replica after the current one)."""
+    replica after the current one). With ``placements`` (``--cluster``), each partition also
+    says whether the state of record puts it there (``in_record``; false: a stray, or the
+    source or destination of a move not recorded yet)."""
     want_b = set(brokers) if brokers is not None else None
     want_t = set(topics) if topics is not None else None
     out: list[dict[str, Any]] = []
@@ -52,6 +76,15 @@ def describe_to_kip(
                     "size": p.size,
                     "offset_lag": p.offset_lag,
                     "is_temporary": p.is_future,
+                    **(
+                        {
+                            "in_record": _recorded(
+                                placements, r.broker_id, p.topic, p.partition, d.path
+                            )
+                        }
+                        if placements is not None
+                        else {}
+                    ),
                 }
                 for p in sorted(d.partitions, key=lambda p: (p.topic, p.partition, p.is_future))
                 if want_t is None or p.topic in want_t
@@ -204,7 +237,9 @@ def log_dirs_describe(
             timeout_s=timeout_s,
             labels=[f"broker {b}" for b in ids],
         )
+        placements = record_placements(kubectl.topics(), cluster)
     else:
+        placements = None
         responses = describe_urls(bootstrap_urls, token, topics=topic_list, timeout_s=timeout_s)
         if brokers is not None:
             seen = {r.broker_id for r in responses}
@@ -214,7 +249,7 @@ def log_dirs_describe(
                     f"broker(s) {', '.join(map(str, missing))} not among the bootstrap URLs' "
                     f"brokers ({', '.join(map(str, sorted(seen)))})"
                 )
-    return describe_to_kip(responses, brokers=brokers, topics=topic_list)
+    return describe_to_kip(responses, brokers=brokers, topics=topic_list, placements=placements)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -226,7 +261,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="print kafka-log-dirs JSON",
         description="Print KIP-113's kafka-log-dirs JSON: per broker, per log dir, the replicas "
         "in it with size and offset lag (is_temporary: the future replica of a move), and each "
-        "dir's total, usable, reserved (by moves in flight) and headroom bytes.",
+        "dir's total, usable, reserved (by moves in flight) and headroom bytes; with --cluster, "
+        "whether the partition state of record puts each replica there (in_record).",
     )
     src = d.add_mutually_exclusive_group(required=True)
     src.add_argument(

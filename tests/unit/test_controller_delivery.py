@@ -1,0 +1,141 @@
+"""The controller's incremental pass (issue 39): each broker is sent what changed past the
+offset it acknowledged, not the whole state each pass; a takeover and a restarted broker get
+their whole state once. Driven from observed states over an in-memory API server and brokers
+that record what they are sent."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any
+
+from jbod_broker import wire
+from jbod_broker.client import BrokerUnavailableError
+from jbod_operator.control.cluster_controller import ClusterController
+from tests.fake_api import FakeApi, state, topic
+
+BROKERS = (0, 1, 2, 3)
+
+
+class Broker:
+    def __init__(self, b: int) -> None:
+        self.b = b
+        self.lai: list[tuple[int, int]] = []  # (partition, leader epoch) per LeaderAndIsr entry
+        self.meta: list[int] = []  # partitions per UpdateMetadata entry
+        self.down = False
+
+    async def leader_and_isr(self, req: wire.LeaderAndIsrRequest) -> wire.LeaderAndIsrResponse:
+        if self.down:
+            raise BrokerUnavailableError(f"broker {self.b} is down")
+        self.lai += [(p.partition, p.leader_epoch) for p in req.partitions]
+        return wire.LeaderAndIsrResponse(partitions=[])
+
+    async def update_metadata_body(self, body: bytes) -> bool:
+        if self.down:
+            raise BrokerUnavailableError(f"broker {self.b} is down")
+        self.meta += [
+            p.partition for p in wire.UpdateMetadataRequest.model_validate_json(body).partitions
+        ]
+        return True
+
+    def clear(self) -> None:
+        self.lai, self.meta = [], []
+
+
+class Pool:
+    controller_epoch = 2
+
+    def __init__(self) -> None:
+        self.brokers = {b: Broker(b) for b in BROKERS}
+
+    async def client(self, ns: str, cluster: str, b: int) -> Broker:
+        return self.brokers[b]
+
+    def endpoints(self, ns: str, cluster: str, ids: list[int]) -> list[wire.BrokerEndpoint]:
+        return [wire.BrokerEndpoint(broker_id=i, url=f"http://127.0.0.1:{9000 + i}") for i in ids]
+
+    async def describe(self, ns: str, cluster: str, ids: list[int]) -> dict[int, Any]:
+        return {b: None for b in ids}  # strays are not what this tests
+
+
+def setup(n: int = 300) -> tuple[FakeApi, Pool, ClusterController]:
+    api = FakeApi(random.Random(0), topic())
+    api.objs = {}
+    pool = Pool()
+    ctrl = ClusterController("ns", "c", api, pool)  # type: ignore[arg-type]
+    states = {p: state(p, brokers=(p % 4, (p + 1) % 4, (p + 2) % 4)) for p in range(n)}
+    asyncio.run(ctrl.store.put(api.topic, states))
+    return api, pool, ctrl
+
+
+def live_pass(ctrl: ClusterController, live: tuple[int, ...] = BROKERS) -> None:
+    """One tick with ``live`` heartbeating, past the grace period that follows taking over."""
+    for b in live:
+        ctrl.heartbeat(b, f"inc-{b}")
+    ctrl.started = time.monotonic() - 2 * ctrl.session_timeout_s
+    asyncio.run(ctrl.tick())
+
+
+def test_a_new_term_sends_every_broker_its_whole_state_once() -> None:
+    _, pool, ctrl = setup()
+    live_pass(ctrl)
+    for b, broker in pool.brokers.items():
+        assert sorted(p for p, _ in broker.lai) == [
+            p for p in range(300) if b in {p % 4, (p + 1) % 4, (p + 2) % 4}
+        ]
+        assert sorted(broker.meta) == list(range(300))
+        broker.clear()
+    live_pass(ctrl)  # nothing changed: nothing is sent
+    ctrl.last_full = 0.0
+    live_pass(ctrl)  # the periodic full pass too (before issue 39 it re-sent everything)
+    assert all(not b.lai and not b.meta for b in pool.brokers.values())
+
+
+def test_a_change_goes_to_its_replicas_and_its_metadata_to_everybody() -> None:
+    _api, pool, ctrl = setup()
+    live_pass(ctrl)
+    for broker in pool.brokers.values():
+        broker.clear()
+    t = asyncio.run(ctrl.store.topic("ns", "orders"))
+    assert t is not None
+    s = next(x for x in t["status"]["partitions"] if x["partition"] == 5)  # replicas 1, 2, 3
+    asyncio.run(ctrl.store.put(t, {5: {**s, "leaderEpoch": 9}}))
+    live_pass(ctrl)
+    assert {b: broker.lai for b, broker in pool.brokers.items()} == {
+        0: [],
+        1: [(5, 9)],
+        2: [(5, 9)],
+        3: [(5, 9)],
+    }
+    assert {b: broker.meta for b, broker in pool.brokers.items()} == {b: [5] for b in BROKERS}
+
+
+def test_a_broker_that_missed_a_change_gets_it_on_the_next_pass() -> None:
+    _, pool, ctrl = setup()
+    live_pass(ctrl)
+    t = asyncio.run(ctrl.store.topic("ns", "orders"))
+    assert t is not None
+    s = next(x for x in t["status"]["partitions"] if x["partition"] == 4)  # replicas 0, 1, 2
+    pool.brokers[1].down = True
+    asyncio.run(ctrl.store.put(t, {4: {**s, "leaderEpoch": 7}}))
+    for broker in pool.brokers.values():
+        broker.clear()
+    live_pass(ctrl)
+    assert pool.brokers[0].lai == [(4, 7)] and pool.brokers[1].lai == []
+    pool.brokers[1].down = False
+    pool.brokers[0].clear()
+    live_pass(ctrl)
+    assert pool.brokers[1].lai == [(4, 7)] and pool.brokers[1].meta == [4]
+    assert pool.brokers[0].lai == [] and pool.brokers[0].meta == []  # it had it
+
+
+def test_a_broker_that_restarted_within_its_session_gets_its_whole_state_alone() -> None:
+    _, pool, ctrl = setup()
+    live_pass(ctrl)
+    for broker in pool.brokers.values():
+        broker.clear()
+    ctrl.heartbeat(2, "inc-2-again")  # a new process: a new incarnation
+    live_pass(ctrl, (0, 1, 3))
+    assert len(pool.brokers[2].lai) == 225 and sorted(pool.brokers[2].meta) == list(range(300))
+    assert all(not pool.brokers[b].lai and not pool.brokers[b].meta for b in (0, 1, 3))
