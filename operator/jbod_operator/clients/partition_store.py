@@ -85,8 +85,12 @@ class PartitionStore:
 
     # -- reading ------------------------------------------------------------------------------
 
-    async def shards(self, ns: str) -> list[dict[str, Any]]:
-        """The namespace's shards, listed the first time, from memory after."""
+    async def shards(self, ns: str, *, fresh: bool = False) -> list[dict[str, Any]]:
+        """The namespace's shards, listed the first time, from memory after; ``fresh``: listed
+        again now (what another process created shows; nothing known is dropped, as a shard
+        written since the list began may be newer than it)."""
+        if fresh:
+            self._loaded.discard(ns)
         if ns not in self._loaded:
             async with self._loading.setdefault(ns, asyncio.Lock()):
                 if ns not in self._loaded:
@@ -97,14 +101,17 @@ class PartitionStore:
                     self._loaded.add(ns)
         return list(self._shards.get(ns, {}).values())
 
-    async def topics(self, ns: str, cluster: str | None = None) -> list[dict[str, Any]]:
-        """The namespace's Topics (of ``cluster``) read now, each joined with its states."""
+    async def topics(
+        self, ns: str, cluster: str | None = None, *, fresh: bool = False
+    ) -> list[dict[str, Any]]:
+        """The namespace's Topics (of ``cluster``) read now, each joined with its states
+        (``fresh``: the shards listed again too, as :meth:`shards`)."""
         topics = [
             t
             for t in await self.kube.list(TOPICS, ns)
             if cluster is None or (t.get("spec") or {}).get("clusterName") == cluster
         ]
-        return rule.join_all(topics, await self.shards(ns))
+        return rule.join_all(topics, await self.shards(ns, fresh=fresh))
 
     async def topic(self, ns: str, name: str) -> dict[str, Any] | None:
         """One Topic read now, joined with its states (None if it does not exist)."""
@@ -235,7 +242,12 @@ class PartitionStore:
         stored = rule.shards_of(topic, self._shards.get(ns, {}).values())
         for k, states in sorted(legacy.items()):
             if k not in stored:
-                await self._write_shard(topic, k, None, states, {})
+                try:
+                    await self._write_shard(topic, k, None, states, {})
+                except ApiError as e:
+                    if e.status != 409:
+                        raise  # 409: another writer created it first, from the same entries
+
         plain = {**topic, "status": {**(topic.get("status") or {}), "partitions": []}}
         try:
             await self.kube.replace_status(TOPICS, ns, plain)

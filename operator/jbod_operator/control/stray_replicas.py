@@ -91,7 +91,9 @@ class StrayReplicas:
             return
         at = time.time()
         seen = await self.ctrl.pool.describe(self.ctrl.namespace, self.ctrl.name, sorted(probed))
-        topics = await self.ctrl.store.topics(self.ctrl.namespace, self.ctrl.name)
+        # Listed again, not from memory: a shard another process made since the watch last
+        # spoke must not make its replicas look like strays.
+        topics = await self.ctrl.store.topics(self.ctrl.namespace, self.ctrl.name, fresh=True)
         for b, dirs in sorted(seen.items()):
             if dirs is None:
                 continue  # not answering: checked when it does
