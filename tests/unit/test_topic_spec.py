@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from jbod_operator.models import PartitionReassignmentSpec, Topic
+from jbod_operator.models import Condition, PartitionReassignmentSpec, Topic
 from jbod_operator.plan import topic_spec
-from jbod_operator.plan.topic_spec import Refusal, check_topic
+from jbod_operator.plan.topic_spec import Refusal, check_topic, ready_status
 
 NOW = 1_767_225_600.0
 """The time a decision is made at (conditions' ``lastTransitionTime``): 2026-01-01."""
@@ -230,3 +230,25 @@ def test_a_reassignment_naming_a_partition_twice_is_refused() -> None:
         PartitionReassignmentSpec.model_validate(spec)
     other = {**target, "partition": 1}
     PartitionReassignmentSpec.model_validate({**spec, "partitions": [target, other]})
+
+
+def test_the_ready_message_of_a_topic_of_100000_leaderless_partitions_is_bounded() -> None:
+    """Issue 39: every partition of a 100,000-partition Topic offline made a message over the
+    32 KiB a condition holds, and the status write was refused every pass."""
+    t = Topic.model_validate(
+        {
+            "metadata": {"name": "big", "namespace": "ns", "generation": 1},
+            "spec": {"clusterName": "c", "partitions": 100_000, "replicationFactor": 3},
+        }
+    )
+    states = [
+        {"partition": p, "replicas": [], "leader": -1, "leaderEpoch": 1, "isr": [1],
+         "offlineReplicas": [1, 2, 3]}
+        for p in range(100_000)
+    ]  # fmt: skip
+    status, _ = ready_status(t, {"partitions": states}, None, now=0.0)
+    (ready,) = [c for c in status["conditions"] if c["type"] == "Ready"]
+    assert ready["status"] == "False" and ready["reason"] == "OfflinePartitions"
+    assert "[0, 1, 2" in ready["message"] and "and 99980 more" in ready["message"]
+    assert len(ready["message"]) < 1000
+    Condition.model_validate(ready)

@@ -42,6 +42,7 @@ from ..clients.partition_store import PartitionStore, store_of
 from ..models import kafka_topic_name, topic_id_of
 from ..plan import partition_state, topic_partitions, topic_spec
 from ..plan.election import (
+    Decision,
     apply_to_status,
     decide,
     settled,
@@ -50,11 +51,19 @@ from ..plan.election import (
 )
 from ..plan.topic_partitions import PartitionCreation
 from .broker_commands import BrokerCommands
+from .loop_clock import LoopClock
 from .stray_replicas import StrayReplicas
 
 log = logging.getLogger(__name__)
 
 
+YIELD_EVERY = 1000
+"""Partitions decided between two yields to the event loop."""
+PROBES_AT_ONCE = 8
+"""Brokers sent their whole state at the same time (a takeover sends it to all of them)."""
+LOGGED_ELECTIONS = 100
+"""Elections logged one by one in a pass; the rest are counted in one line (a failover at
+100,000 partitions would log 30 MB)."""
 FULL_PASS_S = 5.0
 """The periodic full pass' least interval (small clusters: every 5 s, as before issue 39)."""
 
@@ -112,6 +121,8 @@ class ClusterController:
         """Broker → the store offset up to which it was sent every change (its LeaderAndIsr
         and UpdateMetadata): what Kafka's brokers track as their metadata log offset."""
         self.incarnations: dict[int, str] = {}
+        self.clock = LoopClock()
+        """Liveness is measured on it (heartbeats, the session timeout)."""
         self.probe_failed: set[int] = set()
         """Brokers whose whole state was not taken this term: sent again by the periodic
         pass rather than on every tick."""
@@ -135,14 +146,16 @@ class ClusterController:
     def heartbeat(self, broker_id: int, incarnation: str | None = None) -> None:
         """A broker's heartbeat; a new incarnation (the broker restarted, however quickly)
         gets it its whole state again on the next pass."""
-        self.heartbeats[broker_id] = time.monotonic()
+        self.heartbeats[broker_id] = self.clock.now()
         if incarnation is not None:
             if self.incarnations.get(broker_id) not in (None, incarnation):
                 self.needs_probe.add(broker_id)
             self.incarnations[broker_id] = incarnation
 
     def live(self) -> set[int]:
-        now = time.monotonic()
+        """The brokers whose last heartbeat is within the session timeout, on the loop's
+        clock (``control.loop_clock``: a pass that held the loop kills nobody)."""
+        now = self.clock.now()
         return {b for b, t in self.heartbeats.items() if now - t <= self.session_timeout_s}
 
     def liveness_known(self) -> bool:
@@ -161,9 +174,11 @@ class ClusterController:
         self.acked = {}  # a new term sends every broker its whole state once
         # Another controller may have checked, deleted and reported meanwhile: a fresh view.
         self.strays = StrayReplicas(self)
+        self.clock.start()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
+        await self.clock.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -240,54 +255,27 @@ class ClusterController:
 
     async def reconcile(self, live: set[int], probe: set[int], *, dead_known: bool) -> None:
         """Decide every partition from what is observed, and write what changed; the probed
-        brokers get their whole state first (KIP-112's LeaderAndIsr, then the metadata)."""
+        brokers get their whole state first (KIP-112's LeaderAndIsr, then the metadata). The
+        changed partitions go out with the next delivery (their offsets moved on)."""
         upto = self.store.offset
         topics = await self._topics()
-        # Who holds what, from the status of record.
-        storage_errors: dict[tuple[str, int], set[int]] = {}
-        storage_ok: dict[tuple[str, int], set[int]] = {}
-        told = {
-            b for b in sorted(probe) if await self._probe(b, topics, storage_errors, storage_ok)
-        }
-        took = await self._update_metadata(topics, told, live) if told else set()
-        for b in took:
-            self.acked[b] = upto  # what changes later is delivered after this pass
-        self.probe_failed |= probe - took
+        seen = await self._probe_all(topics, probe, live, upto)
         dead = (set(range(self.broker_count(topics))) - live) if dead_known else set()
+        elected = 0
         for t in topics:
-            name = kafka_topic_name(t)
-            parts = t["status"]["partitions"]
             updates: dict[int, dict[str, Any]] = {}
-            for s in parts:
-                key = (name, s["partition"])
-                if key not in storage_errors and key not in storage_ok:
-                    live_for = live if dead_known else live | set(partition_state.replica_ids(s))
-                    if settled(s, live_for, dead, preferred_election=self.preferred_election):
-                        continue
-                disk_off = set(s.get("diskOfflineReplicas", []))
-                disk_off |= storage_errors.get(key, set())
-                disk_off -= storage_ok.get(key, set())
-                s2 = {**s, "diskOfflineReplicas": sorted(disk_off)}
-                v = view_from_status(name, s2)
-                live_for = live if dead_known else live | set(v.replicas)
-                d = decide(v, live_for, preferred_election=self.preferred_election)
-                out = apply_to_status(s2, d.after, dead)
-                if out != s:
-                    updates[int(s["partition"])] = out
-                    if d.leader_changed:
-                        self.elections += 1
-                        log.warning(
-                            "leader elected",
-                            extra={
-                                "event": "leader_election",
-                                "topic": name,
-                                "partition": s["partition"],
-                                "old_leader": v.leader,
-                                "new_leader": d.after.leader,
-                                "leader_epoch": d.after.leader_epoch,
-                                "isr": list(d.after.isr),
-                            },
-                        )
+            for i, s in enumerate(t["status"]["partitions"]):
+                if i % YIELD_EVERY == YIELD_EVERY - 1:
+                    await asyncio.sleep(0)  # heartbeats and AlterPartitions get their turn
+                out = self._decided(kafka_topic_name(t), s, live, dead, dead_known, seen)
+                if out is None:
+                    continue
+                updates[int(s["partition"])] = out[0]
+                if out[1].leader_changed:
+                    self.elections += 1
+                    elected += 1
+                    if elected <= LOGGED_ELECTIONS:
+                        self._log_election(out[1])
             if updates:
                 try:
                     await self.store.put(t, updates)
@@ -297,7 +285,72 @@ class ClusterController:
                         self.last_full = 0.0
                         return
                     raise
-        # The changed partitions go out with the next delivery (their offsets moved on).
+        if elected > LOGGED_ELECTIONS:
+            log.warning(
+                "leaders elected",
+                extra={"event": "leader_elections", "count": elected, "logged": LOGGED_ELECTIONS},
+            )
+
+    async def _probe_all(
+        self, topics: list[dict[str, Any]], probe: set[int], live: set[int], upto: int
+    ) -> tuple[dict[tuple[str, int], set[int]], dict[tuple[str, int], set[int]]]:
+        """Each probed broker's whole state, a few at a time; what they answered: replicas on
+        failed dirs (KAFKA_STORAGE_ERROR) and replicas answered clean, by partition."""
+        errors: dict[tuple[str, int], set[int]] = {}
+        ok: dict[tuple[str, int], set[int]] = {}
+        gate = asyncio.Semaphore(PROBES_AT_ONCE)
+
+        async def probed(b: int) -> bool:
+            async with gate:
+                return await self._probe(b, topics, errors, ok)
+
+        answers = await asyncio.gather(*(probed(b) for b in sorted(probe)))
+        told = {b for b, done in zip(sorted(probe), answers, strict=True) if done}
+        took = await self._update_metadata(topics, told, live) if told else set()
+        for b in took:
+            self.acked[b] = upto  # what changes later is delivered after this pass
+        self.probe_failed |= probe - took
+        return errors, ok
+
+    def _decided(
+        self,
+        name: str,
+        s: dict[str, Any],
+        live: set[int],
+        dead: set[int],
+        dead_known: bool,
+        seen: tuple[dict[tuple[str, int], set[int]], dict[tuple[str, int], set[int]]],
+    ) -> tuple[dict[str, Any], Decision] | None:
+        """Partition state ``s`` decided (``election.decide``): its new entry and the
+        decision, or None when it stays as it is."""
+        key = (name, s["partition"])
+        errors, ok = seen
+        live_for = live if dead_known else live | set(partition_state.replica_ids(s))
+        answered = key in errors or key in ok
+        if not answered and settled(s, live_for, dead, preferred_election=self.preferred_election):
+            return None
+        disk_off = (set(s.get("diskOfflineReplicas", [])) | errors.get(key, set())) - ok.get(
+            key, set()
+        )
+        s2 = {**s, "diskOfflineReplicas": sorted(disk_off)}
+        v = view_from_status(name, s2)
+        d = decide(v, live_for, preferred_election=self.preferred_election)
+        out = apply_to_status(s2, d.after, dead)
+        return None if out == s else (out, d)
+
+    def _log_election(self, d: Decision) -> None:
+        log.warning(
+            "leader elected",
+            extra={
+                "event": "leader_election",
+                "topic": d.before.topic,
+                "partition": d.before.partition,
+                "old_leader": d.before.leader,
+                "new_leader": d.after.leader,
+                "leader_epoch": d.after.leader_epoch,
+                "isr": list(d.after.isr),
+            },
+        )
 
     def broker_count(self, topics: list[dict[str, Any]]) -> int:
         ids = {
@@ -387,6 +440,9 @@ class ClusterController:
             by_offset.setdefault(at, []).append(b)
         for at, brokers in sorted(by_offset.items()):
             mine = [(t, s) for t, s, off in found if off > at]
+            if not mine:  # the changes were another cluster's (the offsets are the store's)
+                self.acked.update(dict.fromkeys(brokers, upto))
+                continue
             took = await self.commands.update_metadata_to(
                 [
                     partition_state.metadata(kafka_topic_name(t), s, topic_id=topic_id_of(t))

@@ -34,6 +34,9 @@ MIN_ISR = topic_configs.MIN_INSYNC_REPLICAS
 Event = tuple[str, str, str]
 """(type, reason, message), as kopf posts it."""
 
+LISTED_PARTITIONS = 20
+"""Partitions a Topic's Ready message names; the rest are counted."""
+
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
@@ -182,7 +185,10 @@ def ready_status(
     if offline:
         msg += f"; replicas on brokers {offline} offline"
     if leaderless:
-        msg += f"; partitions {leaderless} have no leader"
+        # Bounded (a condition's message is at most 32 KiB; 100,000 partitions may be listed).
+        shown = ", ".join(map(str, leaderless[:LISTED_PARTITIONS]))
+        more = len(leaderless) - LISTED_PARTITIONS
+        msg += f"; partitions [{shown}{f' and {more} more' if more > 0 else ''}] have no leader"
     conditions = set_condition(
         conditions,
         "Ready",
