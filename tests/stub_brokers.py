@@ -39,6 +39,7 @@ import aiohttp
 from aiohttp import web
 
 HEARTBEAT = "/v1/controller/heartbeat"
+SLOW_HEARTBEAT_S = 0.5
 ROOM = 1 << 44
 """Each simulated dir's capacity (16 TiB): room is never what a scale run measures."""
 
@@ -150,7 +151,8 @@ class Stub:
         await self.runner.setup()
         await web.TCPSite(self.runner, "127.0.0.1", self.port, reuse_address=True).start()
         self.alive = True
-        self.beat = asyncio.get_running_loop().create_task(self._heartbeats())
+        if self.owner.beating:
+            self.beat = asyncio.get_running_loop().create_task(self._heartbeats())
 
     async def kill(self) -> None:
         """Stop heartbeating and refuse connections, as a SIGKILLed broker's port does."""
@@ -159,6 +161,7 @@ class Stub:
             self.beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.beat
+            self.beat = None
         if self.runner is not None:
             await self.runner.cleanup()
             self.runner = None
@@ -172,7 +175,8 @@ class Stub:
         api = request.path.rsplit("/", 1)[-1]
         self.bytes_in[api] += len(body)  # the body: what a pass costs the wire
         self.requests[api] += 1
-        self.last_at[api] = time.monotonic()
+        self.last_at[api] = now = time.monotonic()
+        self.owner.events.append((now, self.id, api, len(body)))
         if request.headers.get("Authorization") != f"Bearer {self.owner.token}":
             raise web.HTTPUnauthorized(reason="missing or wrong bearer token")
         return body
@@ -265,6 +269,11 @@ class StubFleet:
         self.stubs: dict[int, Stub] = {}
         self.current = 0
         self.session: aiohttp.ClientSession | None = None
+        self.slow_heartbeats: deque[tuple[float, float]] = deque(maxlen=10_000)
+        """(sent at, round trip) of every heartbeat answered after :data:`SLOW_HEARTBEAT_S`."""
+        self.beating = False
+        self.events: deque[tuple[float, int, str, int]] = deque(maxlen=100_000)
+        """(time, broker, API, body bytes) of every request: a phase's timeline."""
 
     async def heartbeat(self, body: dict[str, Any]) -> None:
         """One heartbeat; a standby's 503 (or no answer) moves every stub to the next address."""
@@ -272,14 +281,23 @@ class StubFleet:
         headers = {"Authorization": f"Bearer {self.token}"}
         for _ in self.urls:
             url = self.urls[self.current % len(self.urls)] + HEARTBEAT
+            sent = time.monotonic()
             try:
                 async with self.session.post(url, json=body, headers=headers) as resp:
                     await resp.read()
                     if resp.status < 400:
+                        self._answered(sent)
                         return
             except (aiohttp.ClientError, TimeoutError):
                 pass
             self.current += 1
+
+    def _answered(self, sent: float) -> None:
+        """A heartbeat's round trip: one over :data:`SLOW_HEARTBEAT_S` means the operator's
+        loop was held (the controller's pass, a big write) while brokers waited on it."""
+        took = time.monotonic() - sent
+        if took > SLOW_HEARTBEAT_S:
+            self.slow_heartbeats.append((round(sent, 3), round(took, 3)))
 
     def state(self) -> dict[str, Any]:
         c = self.cluster
@@ -296,6 +314,18 @@ class StubFleet:
         what = request.match_info["what"]
         if what == "state":
             return web.json_response(self.state())
+        if what == "beat":
+            self.beating = True
+            for stub in self.stubs.values():
+                if stub.alive and stub.beat is None:
+                    stub.beat = asyncio.get_running_loop().create_task(stub._heartbeats())
+            return web.json_response({"at": time.monotonic()})
+        if what == "slow-heartbeats":
+            since = float(request.query.get("since", "0"))
+            return web.json_response([h for h in self.slow_heartbeats if h[0] >= since])
+        if what == "events":
+            since = float(request.query.get("since", "0"))
+            return web.json_response([e for e in self.events if e[0] >= since])
         stub = self.stubs[int(request.query["id"])]
         if what == "kill" and stub.alive:
             await stub.kill()
@@ -396,6 +426,21 @@ class StubBrokers:
 
     def state(self) -> dict[str, Any]:
         return self._get("state")
+
+    def beat(self) -> None:
+        """Start heartbeating (after the operator has the brokers' URLs)."""
+        self._get("beat")
+
+    def slow_heartbeats(self, since: float) -> list[tuple[float, float]]:
+        """(sent at, round trip) of heartbeats answered slowly since ``since``."""
+        with urllib.request.urlopen(f"{self.url}/stub/slow-heartbeats?since={since}") as resp:
+            return [(float(a), float(b)) for a, b in json.loads(resp.read())]
+
+    def events(self, since: float) -> list[tuple[float, int, str, int]]:
+        """Every request since ``since`` (monotonic): (time, broker, API, body bytes)."""
+        q = f"since={since}"
+        with urllib.request.urlopen(f"{self.url}/stub/events?{q}", timeout=30) as resp:
+            return [tuple(e) for e in json.loads(resp.read())]
 
     def kill(self, broker_id: int) -> float:
         """Kill one stub; the stub's monotonic time of it."""
