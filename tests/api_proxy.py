@@ -20,8 +20,9 @@ import os
 import ssl
 import subprocess
 import sys
+import time
 import urllib.request
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 import aiohttp
@@ -61,6 +62,8 @@ class Counts:
         """Response bodies, from the API server (watch events included)."""
         self.largest_write = 0
         self.largest_write_what = ""
+        self.writes: deque[tuple[float, str, int]] = deque(maxlen=100_000)
+        """(``time.monotonic()``, verb and resource, body bytes) of each write: a timeline."""
 
     def stats(self) -> dict[str, Any]:
         written = sum(n for k, n in self.bytes_out.items() if k.split(" ")[0] in WRITES)
@@ -87,6 +90,9 @@ class Proxy:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if request.path == "/proxy/stats":
             return web.json_response(self.counts.stats())
+        if request.path == "/proxy/writes":
+            since = float(request.query.get("since", "0"))
+            return web.json_response([w for w in self.counts.writes if w[0] >= since])
         assert self.session is not None
         body = await request.read()
         verb, resource = classify(request.method, request.path, dict(request.query))
@@ -94,6 +100,8 @@ class Proxy:
         c = self.counts
         c.requests[key] += 1
         c.bytes_out[key] += len(body)
+        if request.method in WRITES:
+            c.writes.append((time.monotonic(), key, len(body)))
         if request.method in WRITES and len(body) > c.largest_write:
             c.largest_write, c.largest_write_what = len(body), f"{key} {request.path}"
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP}
@@ -176,6 +184,11 @@ class ApiProxy:
         with urllib.request.urlopen(self.url + "/proxy/stats", timeout=30) as resp:
             out: dict[str, Any] = json.loads(resp.read())
         return out
+
+    def writes(self, since: float) -> list[tuple[float, str, int]]:
+        """Every write since ``since`` (monotonic): (time, verb and resource, body bytes)."""
+        with urllib.request.urlopen(f"{self.url}/proxy/writes?since={since}", timeout=30) as r:
+            return [(float(t), str(k), int(n)) for t, k, n in json.loads(r.read())]
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

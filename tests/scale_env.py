@@ -49,6 +49,17 @@ def timeline(events: list[tuple[float, int, str, int]], t0: float) -> dict[str, 
     return out
 
 
+def write_span(writes: list[tuple[float, str, int]], t0: float) -> dict[str, Any]:
+    """Per written resource: writes, bytes, first and last (seconds after ``t0``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for at, key, n in writes:
+        e = out.setdefault(key, {"writes": 0, "bytes": 0, "first_s": round(at - t0, 2)})
+        e["writes"] += 1
+        e["bytes"] += n
+        e["last_s"] = round(at - t0, 2)
+    return out
+
+
 def stalls(slow: list[tuple[float, float]]) -> dict[str, Any]:
     """The operator's loop stalls seen in heartbeat round trips: the longest, and the time
     heartbeats spent waiting in total over the stubs."""
@@ -106,6 +117,7 @@ class ScaleEnv:
         ]
         self.stubs: StubBrokers | None = None
         self.local: LocalCluster | None = None
+        self.real_started = False
         self.replicas = 0
         """Partition replicas created so far (what the stubs and real brokers must be told)."""
 
@@ -159,10 +171,16 @@ class ScaleEnv:
         endpoints.update(self.stubs.start())
         self.ops[0].set_endpoints(CLUSTER, endpoints)
         self.stubs.beat()
-        if self.local is not None:
-            self.local.start()
         wait_for(lambda: self._all_heartbeating(), what="every stub heartbeating", timeout=60)
         return self
+
+    def start_real(self) -> None:
+        """Start the real broker processes (ids below ``real_brokers``): apart from
+        :meth:`start`, so a Topic created before is placed on the stubs alone (placement
+        uses the brokers that answer)."""
+        assert self.local is not None
+        self.local.start()
+        self.real_started = True
 
     def _all_heartbeating(self) -> bool:
         return all(b["heartbeats"] > 1 for b in self.state()["brokers"].values())
@@ -245,17 +263,21 @@ class ScaleEnv:
             interval=0.5,
         )
         told_s = time.monotonic() - t0
+        assert self.stubs is not None
         return {
             "partitions": partitions,
             "ready_s": round(ready_s, 2),
             "ready_and_told_s": round(told_s, 2),
             "ready_at": ready,
+            "sent": timeline(self.stubs.events(t0), t0),
+            "heartbeat_stalls": stalls(self.stubs.slow_heartbeats(t0)),
+            "api_writes": write_span(self.proxy.writes(t0), t0),
             "api": diff(self.proxy.stats(), before),
         }
 
     def _real_replicas(self) -> int:
         """Replicas placed on the real brokers (ids below ``self.real``): not at the stubs."""
-        if not self.real:
+        if not self.real_started:
             return 0
         return sum(
             1
@@ -328,6 +350,7 @@ class ScaleEnv:
             "elected_s": round(done - killed, 2),
             "sent": timeline(self.stubs.events(killed), killed),
             "heartbeat_stalls": stalls(self.stubs.slow_heartbeats(killed)),
+            "api_writes": write_span(self.proxy.writes(killed), killed),
             "api": diff(self.proxy.stats(), a0),
         }
 
@@ -362,6 +385,7 @@ class ScaleEnv:
             "standby_vm_hwm_mib": round(vm_hwm_kib(nxt.proc.pid) / 1024, 1),
             "sent": timeline(self.stubs.events(t0), t0),
             "heartbeat_stalls": stalls(self.stubs.slow_heartbeats(t0)),
+            "api_writes": write_span(self.proxy.writes(t0), t0),
             "api": diff(self.proxy.stats(), a0),
         }
 
