@@ -10,6 +10,7 @@ and returns its figures.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -47,6 +48,17 @@ def timeline(events: list[tuple[float, int, str, int]], t0: float) -> dict[str, 
     for e in out.values():
         e["first_s"], e["last_s"] = round(e["first_s"], 2), round(e["last_s"], 2)
     return out
+
+
+def _answers(url: str) -> bool:
+    """Whether ``url`` answers HTTP at all (a standby's 503 counts)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 def write_span(writes: list[tuple[float, str, int]], t0: float) -> dict[str, Any]:
@@ -101,6 +113,7 @@ class ScaleEnv:
         operators: int = 2,
         real_brokers: int = 0,
         operator_env: dict[str, str] | None = None,
+        late_standby: bool = False,
     ) -> None:
         self.kc, self.work, self.ns = kc, workdir, namespace
         self.size, self.real = brokers, real_brokers
@@ -118,6 +131,10 @@ class ScaleEnv:
         self.stubs: StubBrokers | None = None
         self.local: LocalCluster | None = None
         self.real_started = False
+        self.late_standby = late_standby
+        """Start the standby operators only for the takeover (:meth:`start_standby`): a
+        standby running beside an active operator whose loop is held past the Lease takes the
+        Lease over and over (seen at 100k partitions), and nothing else gets done."""
         self.replicas = 0
         """Partition replicas created so far (what the stubs and real brokers must be told)."""
 
@@ -132,8 +149,8 @@ class ScaleEnv:
             op.extra_env = {**self.op_env, "KUBECONFIG": self.proxy.kubeconfig}
         self.ops[0].start()
         wait_for(lambda: self.active() is not None, what="an operator to take the Lease")
-        for op in self.ops[1:]:
-            op.start()
+        if not self.late_standby:
+            self.start_standby()
         self.kube.apply(
             {
                 "apiVersion": "jbod.io/v1alpha1",
@@ -173,6 +190,15 @@ class ScaleEnv:
         self.stubs.beat()
         wait_for(lambda: self._all_heartbeating(), what="every stub heartbeating", timeout=60)
         return self
+
+    def start_standby(self) -> None:
+        """Start the other operators and wait until each answers as a standby."""
+        for op in self.ops[1:]:
+            if op.proc is None:
+                op.start()
+        for op in self.ops[1:]:
+            url = op.url + "/readyz"
+            wait_for(functools.partial(_answers, url), what="the standby to serve")
 
     def start_real(self) -> None:
         """Start the real broker processes (ids below ``real_brokers``): apart from
@@ -357,6 +383,7 @@ class ScaleEnv:
     def takeover(self, timeout: float = 600) -> dict[str, Any]:
         """SIGKILL the active operator; time until the standby is active and its controller
         (a new epoch) has sent every live stub the LeaderAndIsr of all its replicas."""
+        self.start_standby()
         op = self.active()
         assert op is not None
         epoch = self.controller_epoch()
@@ -382,6 +409,8 @@ class ScaleEnv:
             "active_s": round(active_s, 2),
             "resumed_s": round(told_s, 2),
             "replicas_resent": expected,
+            "controller_epoch_before": epoch,
+            "controller_epoch_after": new_epoch,
             "standby_vm_hwm_mib": round(vm_hwm_kib(nxt.proc.pid) / 1024, 1),
             "sent": timeline(self.stubs.events(t0), t0),
             "heartbeat_stalls": stalls(self.stubs.slow_heartbeats(t0)),

@@ -9,7 +9,8 @@ stubs 1-3 and each of them leads a third. Phases, each printing one JSON line wi
 1. created: Ready, every stub told its replicas, every PartitionShard there (joined: 100,000);
 2. the real broker started and a Topic of 4 partitions RF 3 created: it holds its replicas;
 3. stub 1 killed: every partition it led (a third) has a new leader at the stubs;
-4. the active operator SIGKILLed: the standby is active, a new controller epoch, and it has
+4. the standby started (it is not before: see ``ScaleEnv.late_standby``), the active
+   operator SIGKILLed: the standby is active, a new controller epoch, and it has
    sent every live stub the LeaderAndIsr of all its replicas;
 5. stub 2 killed: the standby elects new leaders for its partitions too.
 
@@ -52,7 +53,9 @@ def detail(name: str, figures: dict[str, Any]) -> None:
 @pytest.fixture(scope="module")
 def env(kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScaleEnv]:
     work = tmp_path_factory.mktemp("scale")
-    with ScaleEnv(kube_cluster, work, "scale-it", brokers=4, real_brokers=1) as e:
+    with ScaleEnv(
+        kube_cluster, work, "scale-it", brokers=4, real_brokers=1, late_standby=True
+    ) as e:
         yield e
         for op in e.ops:
             print(op.tail(20))
