@@ -26,7 +26,9 @@ Figures per size:
     default; KRaft's broker.session.timeout.ms is 9 s): ``elected_after_session_s`` is the rest,
     the controller's own work. API bytes written for it.
 ``takeover``
-    SIGKILL of the active operator; ``active_s`` until the standby's /readyz says active (the
+    The standby is started only now (``ScaleEnv.late_standby``: at 100k partitions a standby
+    running all along took the Lease from an active operator whose loop was held past it,
+    over and over), then SIGKILL of the active operator; ``active_s`` until the standby's /readyz says active (the
     Lease's 15 s, its default, dominates), ``resumed_s`` until its controller (a new epoch)
     has sent every live stub the LeaderAndIsr of all its replicas; the standby's VmHWM; API
     bytes for it.
@@ -103,6 +105,7 @@ def run_size(total: int, brokers: int, work: Path) -> dict[str, Any]:
         work,
         f"scale{total}",
         brokers=brokers,
+        late_standby=True,
         operator_env={"JBOD_OPERATOR_RECONCILE_INTERVAL_SECONDS": str(TIMER_S)},
     )
     try:
