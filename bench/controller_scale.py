@@ -28,10 +28,10 @@ Figures per size:
 ``takeover``
     The standby is started only now (``ScaleEnv.late_standby``: at 100k partitions a standby
     running all along took the Lease from an active operator whose loop was held past it,
-    over and over), then SIGKILL of the active operator; ``active_s`` until the standby's /readyz says active (the
-    Lease's 15 s, its default, dominates), ``resumed_s`` until its controller (a new epoch)
-    has sent every live stub the LeaderAndIsr of all its replicas; the standby's VmHWM; API
-    bytes for it.
+    over and over), then SIGKILL of the active operator; ``active_s`` until the standby's
+    /readyz says active (the Lease's 15 s, its default, dominates), ``resumed_s`` until its
+    controller (a new epoch) has sent every live stub the LeaderAndIsr of all its replicas;
+    the standby's VmHWM; API bytes for it.
 ``operator_vm_hwm_mib``
     The active operator's peak RSS (VmHWM) after the phases; ``largest_object_written`` is the
     largest request body any client wrote through the proxy (the operator's, PartitionShards
