@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from jbod_broker.local import LocalCluster
+from jbod_operator.models.partition_shard import TOPIC_UID_LABEL
+from jbod_operator.plan import partition_shards
 from jbod_operator.tools.localkube import Kube, KubeCluster, OperatorProcess
 from tests.api_proxy import ApiProxy
 from tests.stub_brokers import StubBrokers, vm_hwm_kib
@@ -251,9 +253,23 @@ class ScaleEnv:
             lease.get("metadata", {}).get("annotations", {}).get("jbod.io/controller-epoch", 0)
         )
 
-    def shards(self) -> list[dict[str, Any]]:
-        out = json.loads(self.kube.run("get", "partitionshards", "-n", self.ns, "-o", "json"))
-        return list(out["items"])
+    def _api_list(self, resource: str, query: str = "") -> list[dict[str, Any]]:
+        """One list straight from the API server (kubectl's JSON printing of 100,000
+        partitions' shards took over a minute on a loaded machine)."""
+        path = f"/apis/jbod.io/v1alpha1/namespaces/{self.ns}/{resource}{query}"
+        status, body = self.kc.api_get(path, timeout=300)
+        assert status == 200, (status, body[:300])
+        return list(json.loads(body)["items"])
+
+    def shards(self, topic_uid: str | None = None) -> list[dict[str, Any]]:
+        q = f"?labelSelector={TOPIC_UID_LABEL}%3D{topic_uid}" if topic_uid else ""
+        return self._api_list("partitionshards", q)
+
+    def topic(self, name: str) -> dict[str, Any]:
+        """Topic ``name`` with its state of record joined from its shards, as the operator
+        reads it (``plan.partition_shards.join``)."""
+        t = next(t for t in self._api_list("topics") if t["metadata"]["name"] == name)
+        return partition_shards.join(t, self.shards(t["metadata"]["uid"]))
 
     # -- phases ----------------------------------------------------------------------------
 
@@ -307,7 +323,9 @@ class ScaleEnv:
             return 0
         return sum(
             1
-            for t in self.kube.topics()
+            for t in partition_shards.join_all(
+                self._api_list("topics"), self._api_list("partitionshards")
+            )
             for s in t["status"]["partitions"]
             for r in s["replicas"]
             if int(r["brokerId"]) < self.real

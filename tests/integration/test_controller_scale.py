@@ -28,7 +28,6 @@ from typing import Any
 import pytest
 
 from jbod_broker.client import BrokerClient
-from jbod_operator.models.partition_shard import TOPIC_UID_LABEL
 from jbod_operator.plan import partition_shards
 from tests.kube_cluster import KubeCluster
 from tests.scale_env import ScaleEnv, leaders_of
@@ -63,25 +62,21 @@ def env(kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> 
 
 def test_100k_partitions_failover_and_standby(env: ScaleEnv) -> None:
     made = env.create_topic("big", PARTITIONS, timeout=BIG_TIMEOUT_S)
-    big = env.kube.topic("big")
-    assert big is not None
-    states = big["status"]["partitions"]
-    assert sorted(int(s["partition"]) for s in states) == list(range(PARTITIONS))
-    assert all(0 not in {int(r["brokerId"]) for r in s["replicas"]} for s in states)
-    mine = [
-        s
-        for s in env.shards()
-        if s["metadata"]["labels"].get(TOPIC_UID_LABEL) == big["metadata"]["uid"]
-    ]
-    assert len(mine) == partition_shards.shard_count(PARTITIONS)
+    detail("created", made)
     phase(
         "created",
         seconds=made["ready_and_told_s"],
         ready_s=made["ready_s"],
-        shards=len(mine),
         api_bytes_written=made["api"]["bytes_written"],
         largest_object=made["api"]["largest_write"],
+        operator_vm_hwm_mib=env.operator_hwm_mib(),
     )
+    big = env.topic("big")
+    states = big["status"]["partitions"]
+    assert sorted(int(s["partition"]) for s in states) == list(range(PARTITIONS))
+    assert all(0 not in {int(r["brokerId"]) for r in s["replicas"]} for s in states)
+    shards = env.shards(big["metadata"]["uid"])
+    assert len(shards) == partition_shards.shard_count(PARTITIONS)
     assert made["api"]["largest_write"] <= 1 << 20
 
     env.start_real()
