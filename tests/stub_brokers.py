@@ -369,8 +369,10 @@ def _write_json(path: str, data: object) -> None:
 async def serve(args: argparse.Namespace) -> None:
     urls = [u.strip().rstrip("/") for u in args.controller_url.split(",") if u.strip()]
     fleet = StubFleet(urls, args.token, args.dir_names.split(","), args.heartbeat_ms / 1000)
+    # The real channel's timeout (ControllerChannel: 10 s), so a held operator loop shows as
+    # a heartbeat's round trip up to that long.
     fleet.session = aiohttp.ClientSession(
-        timeout=aiohttp.ClientTimeout(total=5), connector=aiohttp.TCPConnector(limit=0)
+        timeout=aiohttp.ClientTimeout(total=10), connector=aiohttp.TCPConnector(limit=0)
     )
     ids = range(args.first_id, args.first_id + args.count)
     ports = free_ports(len(ids) + 1)
