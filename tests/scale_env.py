@@ -240,7 +240,8 @@ class ScaleEnv:
             if op.proc is None or op.proc.poll() is not None:
                 continue
             try:
-                with urllib.request.urlopen(op.url + "/readyz", timeout=2) as resp:
+                # A held loop answers late: 10 s, the brokers' own heartbeat timeout.
+                with urllib.request.urlopen(op.url + "/readyz", timeout=10) as resp:
                     if resp.status == 200:
                         return op
             except (urllib.error.URLError, OSError):
@@ -378,7 +379,9 @@ class ScaleEnv:
         """Kill stub ``victim``; time until every partition it led has a new leader at the
         stubs (the highest leader epoch any stub was told names another broker)."""
         assert self.stubs is not None
+        self.settled(timeout)
         led = leaders_of(self.state(), victim)
+        assert led > 0, f"broker {victim} leads nothing: no failover to time"
         a0 = self.proxy.stats()
         killed = self.stubs.kill(victim)
         st = wait_for(
@@ -398,12 +401,21 @@ class ScaleEnv:
             "api": diff(self.proxy.stats(), a0),
         }
 
+    def settled(self, timeout: float) -> dict[str, Any]:
+        """Wait until every partition the stubs know has a leader (none at -1): a phase timed
+        from an offline start would time the recovery, not the phase."""
+        return wait_for(
+            lambda: s if not leaders_of(s := self.state(), -1) else None,
+            what=lambda: f"every partition led ({leaders_of(self.state(), -1)} at leader -1)",
+            timeout=timeout,
+            interval=1.0,
+        )
+
     def takeover(self, timeout: float = 600) -> dict[str, Any]:
         """SIGKILL the active operator; time until the standby is active and its controller
         (a new epoch) has sent every live stub the LeaderAndIsr of all its replicas."""
         self.start_standby()
-        op = self.active()
-        assert op is not None
+        op = wait_for(self.active, what="the active operator to answer", timeout=120)
         epoch = self.controller_epoch()
         expected = told_at(self.state(), epoch)
         a0 = self.proxy.stats()
@@ -437,8 +449,8 @@ class ScaleEnv:
         }
 
     def operator_hwm_mib(self) -> float:
-        op = self.active()
-        assert op is not None and op.proc is not None
+        op = wait_for(self.active, what="the active operator to answer", timeout=120)
+        assert op.proc is not None
         return round(vm_hwm_kib(op.proc.pid) / 1024, 1)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -71,6 +72,9 @@ def test_100k_partitions_failover_and_standby(env: ScaleEnv) -> None:
         largest_object=made["api"]["largest_write"],
         operator_vm_hwm_mib=env.operator_hwm_mib(),
     )
+    t0 = time.monotonic()
+    env.settled(BIG_TIMEOUT_S)
+    phase("every partition led after creation", seconds=round(time.monotonic() - t0, 2))
     big = env.topic("big")
     states = big["status"]["partitions"]
     assert sorted(int(s["partition"]) for s in states) == list(range(PARTITIONS))
