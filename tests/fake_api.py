@@ -10,6 +10,7 @@ from typing import Any
 
 from jbod_operator.clients.kube import ApiError
 from jbod_operator.models import PartitionShard
+from jbod_operator.models.topic import LOG_DIR_LENGTH, MAX_ENTRY_REPLICAS
 
 
 def state(p: int, epoch: int = 0, brokers: tuple[int, ...] = (0, 1, 2)) -> dict[str, Any]:
@@ -21,6 +22,27 @@ def state(p: int, epoch: int = 0, brokers: tuple[int, ...] = (0, 1, 2)) -> dict[
         "leaderEpoch": epoch,
         "isr": list(brokers),
         "partitionEpoch": 0,
+    }
+
+
+def largest_state(p: int) -> dict[str, Any]:
+    """A partition state at every schema limit at once: every list full (all replicas
+    offline, a reassignment adding and removing at the same time), 255-character dirs, the
+    largest ids and epochs, a 253-character reassignedBy."""
+    ids = [1_000_000 - i for i in range(MAX_ENTRY_REPLICAS)]
+    return {
+        "partition": p,
+        "replicas": [{"brokerId": b, "logDir": "/" + "p" * (LOG_DIR_LENGTH - 1)} for b in ids],
+        "leader": 1_000_000,
+        "leaderEpoch": 2**31 - 1,
+        "isr": ids,
+        "partitionEpoch": 2**31 - 1,
+        "offlineReplicas": ids,
+        "diskOfflineReplicas": ids,
+        "addingReplicas": ids,
+        "removingReplicas": ids,
+        "targetReplicas": ids,
+        "reassignedBy": "r" * 253,
     }
 
 

@@ -23,9 +23,9 @@ from jbod_operator.models.reassignment import (
     PartitionPhase,
     PartitionReassignment,
 )
-from jbod_operator.models.topic import LOG_DIR_LENGTH, MAX_ENTRY_REPLICAS
 from jbod_operator.models.topic import MAX_PARTITIONS as MAX_TOPIC_PARTITIONS
 from jbod_operator.plan import partition_shards as rule
+from tests.fake_api import largest_state
 from tests.kube_cluster import KubeCluster
 
 pytestmark = pytest.mark.integration
@@ -197,26 +197,6 @@ def test_largest_reassignment_is_stored(kube_cluster: KubeCluster) -> None:
 # -- the largest PartitionShard (issue 39) ------------------------------------------------------
 
 
-def _worst_state(p: int) -> dict[str, Any]:
-    """A partition state at every schema limit at once: all replicas offline, a reassignment
-    adding and removing at the same time."""
-    ids = [1_000_000 - i for i in range(MAX_ENTRY_REPLICAS)]
-    return {
-        "partition": p,
-        "replicas": [{"brokerId": b, "logDir": "/" + "p" * (LOG_DIR_LENGTH - 1)} for b in ids],
-        "leader": -1,
-        "leaderEpoch": 2**31 - 1,
-        "isr": ids,
-        "partitionEpoch": 2**31 - 1,
-        "offlineReplicas": ids,
-        "diskOfflineReplicas": ids,
-        "addingReplicas": ids,
-        "removingReplicas": ids,
-        "targetReplicas": ids,
-        "reassignedBy": "r" * 253,
-    }
-
-
 def test_largest_partition_shard_is_written_by_the_store(kube_cluster: KubeCluster) -> None:
     """The last shard of the largest Topic the CRD admits (100,000 partitions), every state at
     its largest, written by the operator's own store and read back: under the 1 MiB the
@@ -244,7 +224,7 @@ def test_largest_partition_shard_is_written_by_the_store(kube_cluster: KubeClust
     )
     last = rule.shard_of(MAX_TOPIC_PARTITIONS - 1)
     first = last * SHARD_SIZE
-    updates = {p: _worst_state(p) for p in range(first, first + SHARD_SIZE)}
+    updates = {p: {**largest_state(p), "leader": -1} for p in range(first, first + SHARD_SIZE)}
 
     async def write() -> dict[str, int]:
         kube = KubeClient.from_env(str(kube_cluster.kubeconfig))

@@ -16,9 +16,9 @@ from jbod_operator.clients.kube import ApiError
 from jbod_operator.clients.partition_store import PartitionStore, updates_of
 from jbod_operator.models import PartitionShard
 from jbod_operator.models.partition_shard import MAX_OBJECT_BYTES, MAX_SHARDS, SHARD_SIZE
-from jbod_operator.models.topic import LOG_DIR_LENGTH, MAX_ENTRY_REPLICAS, MAX_PARTITIONS
+from jbod_operator.models.topic import MAX_PARTITIONS
 from jbod_operator.plan import partition_shards as rule
-from tests.fake_api import FakeApi, state, topic
+from tests.fake_api import FakeApi, largest_state, state, topic
 
 
 def stored_partitions(api: FakeApi) -> list[int]:
@@ -49,21 +49,7 @@ def test_shard_names_are_valid_and_their_own(name: str, k: int) -> None:
 
 
 def test_the_largest_shard_the_schema_admits_is_under_the_object_bound() -> None:
-    ids = [1_000_000 - i for i in range(MAX_ENTRY_REPLICAS)]
-    worst = {
-        "partition": 2**31 - 1,
-        "replicas": [{"brokerId": b, "logDir": "/" + "p" * (LOG_DIR_LENGTH - 1)} for b in ids],
-        "leader": 1_000_000,
-        "leaderEpoch": 2**31 - 1,
-        "isr": ids,
-        "partitionEpoch": 2**31 - 1,
-        "offlineReplicas": ids,
-        "diskOfflineReplicas": ids,
-        "addingReplicas": ids,
-        "removingReplicas": ids,
-        "targetReplicas": ids,
-        "reassignedBy": "r" * 253,
-    }
+    worst = largest_state(2**31 - 1)
     t = topic(name="t" * 253, uid="u" * 64)
     body = rule.shard_body(t, MAX_SHARDS - 1, [worst] * SHARD_SIZE, resource_version="9" * 20)
     PartitionShard.model_validate(body)
