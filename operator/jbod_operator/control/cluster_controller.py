@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from jbod_broker import wire
@@ -86,6 +86,15 @@ def _changed_states(
         if s is not None:
             out.append((t, s, at))
     return out
+
+
+def _metadata(
+    states: Iterable[tuple[dict[str, Any], dict[str, Any]]],
+) -> list[wire.PartitionMetadata]:
+    """UpdateMetadata entries of (Topic, partition state) pairs, as the state of record has them."""
+    return [
+        partition_state.metadata(kafka_topic_name(t), s, topic_id=topic_id_of(t)) for t, s in states
+    ]
 
 
 class ClusterController:
@@ -412,11 +421,7 @@ class ClusterController:
     ) -> set[int]:
         """Every partition's metadata to the brokers ``to``; those that took it all."""
         return await self.commands.update_metadata_to(
-            [
-                partition_state.metadata(kafka_topic_name(t), s, topic_id=topic_id_of(t))
-                for t in topics
-                for s in t["status"]["partitions"]
-            ],
+            _metadata((t, s) for t in topics for s in t["status"]["partitions"]),
             to,
             live,
         )
@@ -444,10 +449,7 @@ class ClusterController:
                 self.acked.update(dict.fromkeys(brokers, upto))
                 continue
             took = await self.commands.update_metadata_to(
-                [
-                    partition_state.metadata(kafka_topic_name(t), s, topic_id=topic_id_of(t))
-                    for t, s in mine
-                ],
+                _metadata(mine),
                 brokers,
                 live,
             )
