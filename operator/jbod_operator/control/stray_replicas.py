@@ -94,10 +94,12 @@ class StrayReplicas:
         # Listed again, not from memory: a shard another process made since the watch last
         # spoke must not make its replicas look like strays.
         topics = await self.ctrl.store.topics(self.ctrl.namespace, self.ctrl.name, fresh=True)
+        records = strays.record_index(topics)
         for b, dirs in sorted(seen.items()):
             if dirs is None:
                 continue  # not answering: checked when it does
-            found = strays.find_strays(b, dirs, topics)
+            await asyncio.sleep(0)  # heartbeats between brokers: each holds its thousands
+            found = strays.find_strays(b, dirs, topics, records=records)
             left = await self._delete_on(b, found) if found else []
             self.left[b] = [s.report() for s in left]
             self.checked[b] = at
