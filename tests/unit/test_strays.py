@@ -10,7 +10,7 @@ from jbod_broker import wire
 from jbod_operator.models.common import StrayReplica
 from jbod_operator.models.reassignment import MAX_DETAIL, PartitionReassignmentStatus
 from jbod_operator.plan.conditions import iso
-from jbod_operator.plan.strays import Stray, find_strays, pending, still_there
+from jbod_operator.plan.strays import Stray, find_strays, pending, record_index, still_there
 
 A, B = "/data-a", "/data-b"
 T0 = 1_800_000_000.0
@@ -74,27 +74,28 @@ def keys(found: list[Stray]) -> list[tuple[str, int, str]]:
 
 def test_a_replica_the_record_places_on_the_broker_is_no_stray() -> None:
     topics = [topic("t", {0: [0, 1, 2], 1: [0, 1, 3]})]
-    assert keys(find_strays(2, dirs((A, "t", 0, False)), topics)) == []
+    assert keys(find_strays(2, dirs((A, "t", 0, False)), record_index(topics))) == []
 
 
 def test_a_dropped_replica_is_a_stray_even_while_listed_in_removing_replicas() -> None:
     t = topic("t", {0: [0, 1, 3]})
     t["status"]["partitions"][0]["removingReplicas"] = [2]  # shrunk: outside replicas
-    assert keys(find_strays(2, dirs((B, "t", 0, False)), [t])) == [("t", 0, B)]
+    assert keys(find_strays(2, dirs((B, "t", 0, False)), record_index([t]))) == [("t", 0, B)]
 
 
 def test_a_replica_a_step_adds_or_is_about_to_drop_is_no_stray() -> None:
     t = topic("t", {0: [0, 1, 3, 2]})
     t["status"]["partitions"][0]["addingReplicas"] = [2]  # adding ones are in replicas
-    assert find_strays(2, dirs((A, "t", 0, False)), [t]) == []
+    assert find_strays(2, dirs((A, "t", 0, False)), record_index([t])) == []
     u = topic("u", {0: [2, 0, 1]})
     u["status"]["partitions"][0]["removingReplicas"] = [2]  # not shrunk yet: still a replica
-    assert find_strays(2, dirs((A, "u", 0, False)), [u]) == []
+    assert find_strays(2, dirs((A, "u", 0, False)), record_index([u])) == []
 
 
 def test_replicas_of_a_topic_deleted_or_being_deleted_are_strays() -> None:
     topics = [topic("gone-soon", {0: [2, 0, 1]}, deleting=True)]
-    found = find_strays(2, dirs((A, "gone", 3, False), (B, "gone-soon", 0, False)), topics)
+    held = dirs((A, "gone", 3, False), (B, "gone-soon", 0, False))
+    found = find_strays(2, held, record_index(topics))
     assert keys(found) == [("gone", 3, A), ("gone-soon", 0, B)]
 
 
@@ -103,10 +104,10 @@ def test_a_partition_the_topic_is_creating_is_no_stray_one_it_cannot_have_is() -
     # an older topic's of the same name (partitions never decrease).
     topics = [topic("t", {0: [0, 1, 3], 1: [0, 1, 3]}, spec_partitions=4)]
     held = dirs((A, "t", 2, False), (A, "t", 3, False), (B, "t", 7, False))
-    assert keys(find_strays(2, held, topics)) == [("t", 7, B)]
+    assert keys(find_strays(2, held, record_index(topics))) == [("t", 7, B)]
     # A Topic with no partitions written at all is being created too.
     fresh = topic("n", {}, spec_partitions=3)
-    assert find_strays(2, dirs((A, "n", 0, False)), [fresh]) == []
+    assert find_strays(2, dirs((A, "n", 0, False)), record_index([fresh])) == []
 
 
 def test_a_future_copy_goes_with_its_replica() -> None:
@@ -114,21 +115,21 @@ def test_a_future_copy_goes_with_its_replica() -> None:
     # A move of a placed replica: no stray. A dropped one's future copy: stray, reported at
     # its current copy's dir, once.
     held = dirs((A, "t", 0, False), (B, "t", 0, True), (B, "t", 1, True), (A, "t", 1, False))
-    assert keys(find_strays(2, held, topics)) == [("t", 1, A)]
+    assert keys(find_strays(2, held, record_index(topics))) == [("t", 1, A)]
     # Only a future copy left (its current copy deleted): stray, at the future's dir.
-    assert keys(find_strays(2, dirs((B, "t", 1, True)), topics)) == [("t", 1, B)]
+    assert keys(find_strays(2, dirs((B, "t", 1, True)), record_index(topics))) == [("t", 1, B)]
 
 
 def test_an_offline_dir_is_not_judged() -> None:
     held = dirs((A, "gone", 0, False), (B, "gone", 1, False), offline=B)
-    assert keys(find_strays(2, held, [])) == [("gone", 0, A)]
+    assert keys(find_strays(2, held, record_index([]))) == [("gone", 0, A)]
 
 
 def test_the_kafka_name_is_the_topics_name_and_a_refused_twin_is_not_the_record() -> None:
     named = topic("res-name", {0: [2, 0, 1]}, kafka_name="Orders.v1")
     twin = topic("other", {}, spec_partitions=1, kafka_name="Orders.v1")  # refused: no entries
     held = dirs((A, "Orders.v1", 0, False), (B, "res-name", 0, False))
-    assert keys(find_strays(2, held, [twin, named])) == [("res-name", 0, B)]
+    assert keys(find_strays(2, held, record_index([twin, named]))) == [("res-name", 0, B)]
 
 
 def test_still_there_is_what_describe_log_dirs_lists_after_the_deletion() -> None:

@@ -99,7 +99,7 @@ class StrayReplicas:
             if dirs is None:
                 continue  # not answering: checked when it does
             await asyncio.sleep(0)  # heartbeats between brokers: each holds its thousands
-            found = strays.find_strays(b, dirs, topics, records=records)
+            found = strays.find_strays(b, dirs, records)
             left = await self._delete_on(b, found) if found else []
             self.left[b] = [s.report() for s in left]
             self.checked[b] = at

@@ -25,7 +25,7 @@ describe-log-dirs listed is in the record read after it unless the record droppe
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +57,7 @@ class Stray:
 
 
 @dataclass(frozen=True)
-class _Record:
+class TopicRecord:
     """One Kafka topic name as the cluster's Topics record it."""
 
     placed: Mapping[int, frozenset[int]]
@@ -66,15 +66,15 @@ class _Record:
     deleting: bool
 
 
-def record_index(topics: Iterable[Mapping[str, Any]]) -> dict[str, _Record]:
+def record_index(topics: Iterable[Mapping[str, Any]]) -> dict[str, TopicRecord]:
     """The cluster's Topics by Kafka name. Of two Topics for one name (the second is refused
     and has no partitions) the one with partitions is the record. Built once per check and
     shared by every broker's (at 50,000 partitions, building it per broker held the
     controller's loop for 9 s)."""
-    out: dict[str, _Record] = {}
+    out: dict[str, TopicRecord] = {}
     for t in topics:
         parts = (t.get("status") or {}).get("partitions") or []
-        rec = _Record(
+        rec = TopicRecord(
             placed={
                 int(s["partition"]): frozenset(int(r["brokerId"]) for r in s["replicas"])
                 for s in parts
@@ -88,7 +88,7 @@ def record_index(topics: Iterable[Mapping[str, Any]]) -> dict[str, _Record]:
     return out
 
 
-def is_stray(broker: int, topic: str, partition: int, records: Mapping[str, _Record]) -> bool:
+def is_stray(broker: int, topic: str, partition: int, records: Mapping[str, TopicRecord]) -> bool:
     rec = records.get(topic)
     if rec is None or rec.deleting:
         return True
@@ -99,16 +99,11 @@ def is_stray(broker: int, topic: str, partition: int, records: Mapping[str, _Rec
 
 
 def find_strays(
-    broker: int,
-    dirs: wire.DescribeLogDirsResponse,
-    topics: Sequence[Mapping[str, Any]],
-    *,
-    records: Mapping[str, _Record] | None = None,
+    broker: int, dirs: wire.DescribeLogDirsResponse, records: Mapping[str, TopicRecord]
 ) -> list[Stray]:
-    """The stray replicas ``dirs`` (``broker``'s describe-log-dirs) lists, against ``topics``
-    (every Topic of the cluster, as read after ``dirs``), one per partition, in order.
-    ``records``: ``record_index(topics)``, when the caller checks several brokers."""
-    records = record_index(topics) if records is None else records
+    """The stray replicas ``dirs`` (``broker``'s describe-log-dirs) lists, against
+    ``records`` (``record_index`` of every Topic of the cluster, as read after ``dirs``),
+    one per partition, in order."""
     found: dict[tuple[str, int], str] = {}
     for d in dirs.log_dirs:
         if d.error is not None or not d.is_live:
