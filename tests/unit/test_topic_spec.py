@@ -106,6 +106,17 @@ def test_a_topic_already_on_the_brokers_keeps_its_name_even_when_younger() -> No
     assert refusal is not None and "ns/zzz" in refusal.message
 
 
+def test_a_topic_whose_partitions_are_in_shards_holds_its_name_by_its_topic_id() -> None:
+    """The shape stored since issue 39: the states are in PartitionShards, the Topic's
+    status has only the topic id recorded before them. Without reading the id, a younger
+    Topic created in the same second with a name that sorts first would take the name."""
+    holder = topic("a.b", created="2024-01-01T00:00:00Z", status={"topicId": "A" * 22})
+    rival = topic("a-b", topicName="a_b", created="2024-01-01T00:00:00Z")
+    assert check_topic(holder, [rival]) is None
+    refusal = check_topic(rival, [holder])
+    assert refusal is not None and refusal.reason == "TopicNameCollision"
+
+
 def test_a_topic_being_deleted_still_holds_its_name() -> None:
     going = topic("old", topicName="shared", deleting=True, status=ON_BROKERS)
     refusal = check_topic(topic("new", topicName="shared", created="2024-02-01T00:00:00Z"), [going])

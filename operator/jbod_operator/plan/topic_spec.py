@@ -8,7 +8,10 @@ refusal is the Topic's Ready condition and an Event, and nothing is sent to any 
 
 Of two Topics wanting one Kafka name (or two colliding ones), the one that holds it keeps it:
 the one whose partitions exist already (it is on the brokers), else the older
-(``creationTimestamp``), else the one whose name sorts first. A Topic being deleted still holds
+(``creationTimestamp``), else the one whose name sorts first. A Topic is on the brokers once
+its status has a topic id: the controller records it, under its lock, before the first
+partition (the states themselves live in PartitionShards, issue 39, so a Topic read from the
+API server has none in its status; a Topic stored before shards may still list them there). A Topic being deleted still holds
 its name until it is gone: its replicas are deleted by name, and would take a newcomer's along.
 
 The configs in force are ``status.configs``: what the operator last accepted, recorded before
@@ -48,7 +51,7 @@ class Refusal:
 
 def _holder_order(t: Topic) -> tuple[int, str, str]:
     """Smaller holds a contested name first (the module's rule)."""
-    on_brokers = bool(t.status and t.status.partitions)
+    on_brokers = bool(t.status and (t.status.topic_id or t.status.partitions))
     return (0 if on_brokers else 1, t.metadata.creation_timestamp or "", t.metadata.name)
 
 
