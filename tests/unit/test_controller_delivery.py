@@ -29,7 +29,13 @@ class Broker:
         if self.down:
             raise BrokerUnavailableError(f"broker {self.b} is down")
         self.lai += [(p.partition, p.leader_epoch) for p in req.partitions]
-        return wire.LeaderAndIsrResponse(partitions=[])
+        # Every partition answered clean, as a broker does (the probe reads each answer).
+        return wire.LeaderAndIsrResponse(
+            partitions=[
+                wire.PartitionResult(topic=p.topic, partition=p.partition)
+                for p in req.partitions
+            ]
+        )
 
     async def update_metadata_body(self, body: bytes) -> bool:
         if self.down:
@@ -139,3 +145,60 @@ def test_a_broker_that_restarted_within_its_session_gets_its_whole_state_alone()
     live_pass(ctrl, (0, 1, 3))
     assert len(pool.brokers[2].lai) == 225 and sorted(pool.brokers[2].meta) == list(range(300))
     assert all(not pool.brokers[b].lai and not pool.brokers[b].meta for b in (0, 1, 3))
+
+
+def dead_broker_record(n: int = 40) -> tuple[FakeApi, Pool, ClusterController]:
+    """A record after broker 3 died: its replicas offline, out of every ISR, leading none."""
+    api = FakeApi(random.Random(0), topic())
+    api.objs = {}
+    pool = Pool()
+    ctrl = ClusterController("ns", "c", api, pool)  # type: ignore[arg-type]
+    states = {}
+    for p in range(n):
+        brokers = (p % 4, (p + 1) % 4, (p + 2) % 4)
+        s = state(p, brokers=brokers)
+        isr = [b for b in brokers if b != 3]
+        s.update(leader=isr[0], isr=isr, offlineReplicas=[3] if 3 in brokers else [])
+        states[p] = s
+    asyncio.run(ctrl.store.put(api.topic, states))
+    return api, pool, ctrl
+
+
+def test_a_takeover_in_its_grace_period_keeps_a_dead_brokers_replicas_offline() -> None:
+    """Broker 3 is dead in the record; a standby takes over and 0-2 register during its
+    grace period: no shard is rewritten (before, every shard holding a replica of 3 lost
+    it from offlineReplicas, and got it back once the grace period ended)."""
+    _api, pool, ctrl = dead_broker_record()
+    before = asyncio.run(ctrl.store.topic("ns", "orders"))
+    writes = ctrl.store.stats.writes
+    for b in (0, 1, 2):
+        ctrl.heartbeat(b, f"inc-{b}")
+    ctrl.started = time.monotonic()  # in the grace period
+    asyncio.run(ctrl.tick())
+    assert all(pool.brokers[b].lai for b in (0, 1, 2))  # the pass ran: they were probed
+    assert ctrl.store.stats.writes == writes
+    live_pass(ctrl, (0, 1, 2))  # past the grace period, 3 is known dead: still nothing
+    assert ctrl.store.stats.writes == writes
+    assert asyncio.run(ctrl.store.topic("ns", "orders")) == before
+
+
+def test_a_dead_broker_registering_in_the_grace_period_comes_back_online() -> None:
+    """The other way: broker 3 registers during the grace period, so its replicas are
+    no longer offline (and rejoin the ISR as followers catch up, not here)."""
+    _api, _pool, ctrl = dead_broker_record()
+    for b in BROKERS:
+        ctrl.heartbeat(b, f"inc-{b}")
+    ctrl.started = time.monotonic()
+    asyncio.run(ctrl.tick())
+    t = asyncio.run(ctrl.store.topic("ns", "orders"))
+    assert t is not None
+    assert all(not s.get("offlineReplicas") for s in t["status"]["partitions"])
+
+
+def test_a_takeover_over_partitions_as_created_writes_no_shard() -> None:
+    """A partition as created has no diskOfflineReplicas; a takeover probes every broker,
+    and filling in the empty list is no change (it used to rewrite every shard)."""
+    _api, _pool, ctrl = setup()
+    writes = ctrl.store.stats.writes
+    live_pass(ctrl)
+    assert ctrl.store.stats.writes == writes

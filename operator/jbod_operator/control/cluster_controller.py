@@ -46,6 +46,7 @@ from ..plan.election import (
     apply_to_status,
     decide,
     settled,
+    unchanged,
     validate_alter_partition,
     view_from_status,
 )
@@ -344,8 +345,12 @@ class ClusterController:
         s2 = {**s, "diskOfflineReplicas": sorted(disk_off)}
         v = view_from_status(name, s2)
         d = decide(v, live_for, preferred_election=self.preferred_election)
-        out = apply_to_status(s2, d.after, dead)
-        return None if out == s else (out, d)
+        # In the grace period nobody is known dead: the record's offline replicas stay
+        # offline until their broker registers (else a takeover would rewrite every shard
+        # holding a dead broker's replica, and rewrite it back once the grace period ends).
+        gone = dead if dead_known else set(s.get("offlineReplicas") or ()) - live
+        out = apply_to_status(s2, d.after, gone)
+        return None if unchanged(s, out) else (out, d)
 
     def _log_election(self, d: Decision) -> None:
         log.warning(

@@ -129,6 +129,14 @@ def settled(
     return not preferred_election or leader == preferred or preferred not in isr
 
 
+def unchanged(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Whether ``after`` (from :func:`apply_to_status`) says what ``before`` says: a list
+    field ``before`` leaves out is empty (a partition as created has no
+    diskOfflineReplicas), so filling it in is no change to write."""
+    keys = before.keys() | after.keys()
+    return all(before.get(k, []) == after.get(k, []) for k in keys)
+
+
 def view_from_status(topic: str, s: Mapping[str, Any]) -> PartitionView:
     return PartitionView(
         topic=topic,

@@ -11,8 +11,9 @@ the one whose partitions exist already (it is on the brokers), else the older
 (``creationTimestamp``), else the one whose name sorts first. A Topic is on the brokers once
 its status has a topic id: the controller records it, under its lock, before the first
 partition (the states themselves live in PartitionShards, issue 39, so a Topic read from the
-API server has none in its status; a Topic stored before shards may still list them there). A Topic being deleted still holds
-its name until it is gone: its replicas are deleted by name, and would take a newcomer's along.
+API server has none in its status; a Topic stored before shards may still list them there).
+A Topic being deleted still holds its name until it is gone: its replicas are deleted by name,
+and would take a newcomer's along.
 
 The configs in force are ``status.configs``: what the operator last accepted, recorded before
 brokers are told and sent with every LeaderAndIsr. A spec edit that is refused therefore
