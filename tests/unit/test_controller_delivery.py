@@ -12,7 +12,7 @@ from typing import Any
 
 from jbod_broker import wire
 from jbod_broker.client import BrokerUnavailableError
-from jbod_operator.control.cluster_controller import ClusterController
+from jbod_operator.control.cluster_controller import ClusterController, held_by
 from tests.fake_api import FakeApi, state, topic
 
 BROKERS = (0, 1, 2, 3)
@@ -202,3 +202,15 @@ def test_a_takeover_over_partitions_as_created_writes_no_shard() -> None:
     writes = ctrl.store.stats.writes
     live_pass(ctrl)
     assert ctrl.store.stats.writes == writes
+
+
+def test_held_by_walks_the_record_once_for_every_probed_broker() -> None:
+    """Each probed broker's replicas, in the record's order; a replica a reassignment is
+    adding is the reassignment's to create, and a broker not probed gets no list."""
+    t = {"status": {"partitions": [state(0, brokers=(0, 1, 2)), state(1, brokers=(1, 2, 3))]}}
+    t["status"]["partitions"][1]["addingReplicas"] = [3]
+    held = asyncio.run(held_by([t], {1, 3}))
+    assert {b: [s["partition"] for _, s in pairs] for b, pairs in held.items()} == {
+        1: [0, 1],
+        3: [],
+    }

@@ -29,7 +29,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from jbod_broker import wire
 from jbod_broker.client import BrokerClient
@@ -93,9 +93,50 @@ def _metadata(
     states: Iterable[tuple[dict[str, Any], dict[str, Any]]],
 ) -> list[wire.PartitionMetadata]:
     """UpdateMetadata entries of (Topic, partition state) pairs, as the state of record has them."""
-    return [
-        partition_state.metadata(kafka_topic_name(t), s, topic_id=topic_id_of(t)) for t, s in states
-    ]
+    return [_metadata_of(t, s) for t, s in states]
+
+
+def _metadata_of(t: dict[str, Any], s: dict[str, Any]) -> wire.PartitionMetadata:
+    return partition_state.metadata(kafka_topic_name(t), s, topic_id=topic_id_of(t))
+
+
+Pair = tuple[dict[str, Any], dict[str, Any]]
+"""(Topic joined with its states, one of its partition states)."""
+
+T = TypeVar("T")
+
+
+async def _yielding(
+    pairs: Iterable[Pair], build: Callable[[dict[str, Any], dict[str, Any]], T]
+) -> list[T]:
+    """``build`` over ``pairs``, yielding to the loop every ``YIELD_EVERY``: at 200,000
+    partitions a takeover's metadata alone is seconds of validated models, and heartbeats
+    must get their turn (a held loop past the session timeout fences brokers)."""
+    out = []
+    for i, (t, s) in enumerate(pairs):
+        if i % YIELD_EVERY == YIELD_EVERY - 1:
+            await asyncio.sleep(0)
+        out.append(build(t, s))
+    return out
+
+
+async def held_by(topics: Iterable[dict[str, Any]], brokers: set[int]) -> dict[int, list[Pair]]:
+    """Each of ``brokers``' replicas, one walk over the record for all of them (a walk per
+    broker was 50 walks of 200,000 partitions on a takeover). A replica a reassignment is
+    adding is left out: the reassignment creates it in its named dir."""
+    out: dict[int, list[Pair]] = {b: [] for b in brokers}
+    i = 0
+    for t in topics:
+        for s in t["status"]["partitions"]:
+            i += 1
+            if i % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            adding = s.get("addingReplicas") or ()
+            for r in s["replicas"]:
+                b = r["brokerId"]
+                if b in out and b not in adding:
+                    out[b].append((t, s))
+    return out
 
 
 class ClusterController:
@@ -310,9 +351,11 @@ class ClusterController:
         ok: dict[tuple[str, int], set[int]] = {}
         gate = asyncio.Semaphore(PROBES_AT_ONCE)
 
+        held = await held_by(topics, probe)
+
         async def probed(b: int) -> bool:
             async with gate:
-                return await self._probe(b, topics, errors, ok)
+                return await self._probe(b, held[b], errors, ok)
 
         answers = await asyncio.gather(*(probed(b) for b in sorted(probe)))
         told = {b for b, done in zip(sorted(probe), answers, strict=True) if done}
@@ -393,21 +436,13 @@ class ClusterController:
     async def _probe(
         self,
         b: int,
-        topics: list[dict[str, Any]],
+        held: list[Pair],
         errors: dict[tuple[str, int], set[int]],
         ok: dict[tuple[str, int], set[int]],
     ) -> bool:
-        """Ask broker ``b`` for the state of its partitions (KIP-112): the full LeaderAndIsr.
-
-        A replica a reassignment is adding is left to the reassignment: it creates it as a new
-        replica in its named dir (this request would let the broker pick one)."""
-        states = [
-            self._state(t, s)
-            for t in topics
-            for s in t["status"]["partitions"]
-            if b in {r["brokerId"] for r in s["replicas"]}
-            and b not in (s.get("addingReplicas") or ())
-        ]
+        """Ask broker ``b`` for the state of the partitions it ``held`` (KIP-112): the full
+        LeaderAndIsr (``held_by``: without the replicas a reassignment is adding)."""
+        states = await _yielding(held, self._state)
         if not states:
             return True
         resp = await self.commands.leader_and_isr(b, states, self.live() | {b})
@@ -426,7 +461,9 @@ class ClusterController:
     ) -> set[int]:
         """Every partition's metadata to the brokers ``to``; those that took it all."""
         return await self.commands.update_metadata_to(
-            _metadata((t, s) for t in topics for s in t["status"]["partitions"]),
+            await _yielding(
+                ((t, s) for t in topics for s in t["status"]["partitions"]), _metadata_of
+            ),
             to,
             live,
         )
