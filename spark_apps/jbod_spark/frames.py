@@ -26,6 +26,7 @@ import pandas as pd  # type: ignore[import-untyped]
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from .arrays import ClusterArrays, rack_codes
+from .goals import reason_notes
 from .interbroker import InterResult
 from .options import PlanOptions
 from .planner import BrokerStepParams, broker_dir_step
@@ -296,13 +297,14 @@ def step1_frame(a: ClusterArrays, inter: InterResult, sizes: Any) -> Any:
             "note": "",
         }
     )
+    texts = [*inter.notes, *reason_notes(inter.goal_reasons)]
     notes = pd.DataFrame(
         {
             "cluster": a.cluster,
-            "kind": np.full(len(inter.notes), KIND_NOTE, np.int32),
-            "broker": np.full(len(inter.notes), -1, np.int64),
-            "idx": np.arange(len(inter.notes), dtype=np.int64),
-            "note": list(inter.notes),
+            "kind": np.full(len(texts), KIND_NOTE, np.int32),
+            "broker": np.full(len(texts), -1, np.int64),
+            "idx": np.arange(len(texts), dtype=np.int64),
+            "note": texts,
         }
     )
     # "" rather than None in the rows without a note: pandas checks an all-missing object

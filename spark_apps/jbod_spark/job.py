@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from jbod_operator.models.goals import GoalName, GoalThresholds
+
 from .options import DirRef, Mode, PlanOptions
 
 
@@ -42,6 +44,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--horizon-hours", type=float, default=24.0, help="with --metrics")
     p.add_argument("--throttle", type=int, default=None, help="bytes/s for the manifests")
     p.add_argument("--name-prefix", default=None)
+    p.add_argument("--goals", default=None, help="soft goals in priority order, comma-separated")
+    p.add_argument("--required-goals", default="", help="soft goals the plan must meet")
+    p.add_argument("--goal-thresholds", default=None, help="GoalThresholds as JSON")
     p.add_argument("--master", default="local[*]")
     p.add_argument("--driver-memory", default="6g")
     return p.parse_args(argv)
@@ -53,7 +58,16 @@ def options_from_args(ns: argparse.Namespace) -> PlanOptions:
     for item in (x for x in ns.log_dirs.split(",") if x.strip()):
         b, _, d = item.partition(":")
         dirs.append(DirRef(broker_id=int(b), log_dir=d))
+    goals = None if ns.goals is None else [GoalName(g) for g in ns.goals.split(",") if g]
+    thresholds = (
+        GoalThresholds()
+        if ns.goal_thresholds is None
+        else GoalThresholds.model_validate_json(ns.goal_thresholds)
+    )
     return PlanOptions(
+        goals=goals,
+        required_goals=[GoalName(g) for g in ns.required_goals.split(",") if g],
+        thresholds=thresholds,
         mode=Mode(ns.mode),
         brokers=brokers,
         log_dirs=dirs,

@@ -9,6 +9,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from jbod_operator.models.goals import GoalName, GoalThresholds, goal_order
+
 
 class Mode(StrEnum):
     FULL = "full"
@@ -42,11 +44,15 @@ class PlanOptions(BaseModel):
     dir_balance_tolerance: Annotated[float, Field(ge=0.0, le=1.0)] = 0.04
     """Accepted spread (max - min utilisation) between the directories of one broker. A broker
     already within it is left alone: that is the "skip moves that gain too little" rule."""
-    broker_balance_tolerance: Annotated[float, Field(ge=0.0, le=1.0)] = 0.05
-    """Accepted spread of broker utilisations (bytes / capacity) across the cluster."""
-    count_balance_tolerance: Annotated[float, Field(ge=0.0, le=10.0)] = 0.10
-    """Replica counts may differ from the cluster mean by this fraction."""
-    leader_balance_tolerance: Annotated[float, Field(ge=0.0, le=10.0)] = 0.10
+    broker_balance_tolerance: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    """An absolute band for DiskUsageDistributionGoal: brokers' utilisations (bytes /
+    capacity) within this spread around the average. None (the default): the relative
+    threshold ``thresholds.disk`` (Cruise Control's ``disk.balance.threshold``)."""
+    goals: list[GoalName] | None = None
+    """The soft goals to work on, highest priority first (None: the default order)."""
+    required_goals: list[GoalName] = Field(default_factory=list)
+    """Soft goals the plan must meet to be feasible (the hard goals always must)."""
+    thresholds: GoalThresholds = Field(default_factory=GoalThresholds)
     min_move_bytes: Annotated[int, Field(ge=0)] = 0
     """Optional moves of replicas smaller than this are skipped (drains always move)."""
     brokers: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
@@ -57,5 +63,7 @@ class PlanOptions(BaseModel):
     """targeted: directories above this are relieved down to it, nothing else moves."""
     horizon_seconds: Annotated[float, Field(ge=0.0)] = 0.0
     """Plan for sizes grown by this long at each partition's estimated growth rate."""
-    balance_counts: bool = True
-    balance_leaders: bool = True
+
+    def goal_order(self) -> tuple[GoalName, ...]:
+        """Every goal worked on, in priority order (the hard goals first)."""
+        return goal_order(self.goals)

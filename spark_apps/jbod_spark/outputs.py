@@ -18,11 +18,13 @@ from typing import Any, Literal
 import numpy as np
 
 from jbod_operator.models.common import API_VERSION, CamelModel
+from jbod_operator.models.goals import GoalName
 from jbod_operator.models.log_dir_move import MAX_MOVES
 from jbod_operator.models.plan_report import (
     BrokerReport,
     ConstraintCheck,
     DirReport,
+    GoalReport,
     PlanReport,
     Summary,
 )
@@ -30,6 +32,7 @@ from jbod_operator.models.reassignment import MAX_PARTITIONS
 
 from .arrays import F64, I64, BoolA, ClusterArrays
 from .feasibility import assess
+from .goals import Placement, Scope, evaluate, goal_rules
 from .metrics import (
     BalanceFigures,
     broker_spreads_pp,
@@ -504,6 +507,21 @@ def _dir_reports(a: ClusterArrays, drain_dir: BoolA, use: _Usage) -> list[DirRep
     ]
 
 
+def _with_goals(s: Summary, goals: list[GoalReport]) -> Summary:
+    """A plan is feasible only when its required goals are met (the hard ones, and the soft
+    ones the Rebalance names); the hard goals the constraint checks already cover say so
+    there, the others are added here with their reason."""
+    covered = {str(GoalName.DISK_CAPACITY), str(GoalName.RACK_AWARE)}
+    covered |= {str(GoalName.ONE_REPLICA_PER_BROKER), str(GoalName.INTRA_BROKER_DISK_USAGE)}
+    missed = [g for g in goals if g.required and not g.met_after and g.name not in covered]
+    if not missed:
+        return s
+    why = [f"goal {g.name} not met: {g.reason}" for g in missed]
+    return s.model_copy(
+        update={"feasible": False, "infeasible_reasons": [*s.infeasible_reasons, *why]}
+    )
+
+
 def build_plan(
     a: ClusterArrays,
     rb: I64,
@@ -515,6 +533,7 @@ def build_plan(
     opts: PlanOptions,
     notes: list[str] | None = None,
     with_dirs: bool = True,
+    goal_reasons: dict[GoalName, str] | None = None,
 ) -> Plan:
     """The placement ``(rb, rd, leader)`` as a plan: the moves, each changed partition's
     target, and the report (summary, constraint checks, per broker and per dir figures)."""
@@ -530,6 +549,12 @@ def build_plan(
     summary = _summary(
         a, ch, use, rd=rd, leaving=leaving, constraints=constraints, n_parts=len(parts), opts=opts
     )
+    eligible = a.broker_live & ~removed
+    eligible &= np.bincount(a.dir_broker[use.counted], minlength=a.n_brokers) > 0
+    goals = evaluate(
+        a, Placement(rb, rd, leader), Scope(eligible, use.counted), goal_rules(opts), goal_reasons
+    )
+    summary = _with_goals(summary, goals)
     report = PlanReport(
         cluster_name=a.cluster,
         mode=str(opts.mode),
@@ -540,6 +565,7 @@ def build_plan(
         brokers=_broker_reports(a, rb, leader, use) if with_dirs else [],
         dirs=_dir_reports(a, drain_dir, use) if with_dirs else [],
         notes=list(notes or []),
+        goals=goals,
     )
     return Plan(
         cluster_name=a.cluster,

@@ -185,6 +185,7 @@ def plan(snapshot: ClusterSnapshot | ClusterArrays, options: PlanOptions | None 
         removed=removed_brokers(a, opts),
         opts=opts,
         notes=inter.notes,
+        goal_reasons=inter.goal_reasons,
     )
 
 

@@ -42,6 +42,7 @@ from .frames import (
     step2_packed,
     unpacked,
 )
+from .goals import split_notes
 from .interbroker import drain_mask, plan_inter_broker, projected_sizes, resolve_dir_refs
 from .options import Mode, PlanOptions
 from .outputs import Plan, build_plan
@@ -275,6 +276,7 @@ def run_job(spark: SparkSession, clusters: list[ClusterArrays], opts: PlanOption
         leader = f["leader"].to_numpy(np.bool_)
         nts = notes_pdf[notes_pdf["cluster"] == a.cluster].sort_values("idx")
         drain, removed = drain_mask(a, opts)
+        notes, reasons = split_notes([str(n) for n in nts["note"]])
         plans.append(
             build_plan(
                 a,
@@ -284,7 +286,8 @@ def run_job(spark: SparkSession, clusters: list[ClusterArrays], opts: PlanOption
                 drain_dir=drain,
                 removed=removed,
                 opts=opts,
-                notes=[str(n) for n in nts["note"]],
+                notes=notes,
+                goal_reasons=reasons,
             )
         )
         placements[a.cluster] = (rb, rd, leader)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from jbod_operator.models import LogDirMove, PartitionReassignment
+from jbod_operator.models.goals import GoalName
 from jbod_operator.models.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
 from jbod_spark import PlanOptions, plan, plan_directory_balance
 from jbod_spark.arrays import from_snapshot
@@ -268,7 +269,7 @@ def test_rack_spread_is_kept() -> None:
         ("v", 0, 2, "a", 10 * GB, True),
     ]
     s = make(brokers, dirs, reps)
-    p = plan(s, PlanOptions(balance_leaders=False, balance_counts=False))
+    p = plan(s, PlanOptions(goals=[GoalName.DISK_USAGE]))
     assert_hard_constraints(p)
     moved_t = [m for m in p.moves if m.topic == "t"]
     assert all(m.to_broker in (0, 2) for m in moved_t)
@@ -400,7 +401,8 @@ def test_remove_dirs_drains_within_the_broker_first() -> None:
     p = plan(s, PlanOptions(mode=Mode.REMOVE_DIRS, log_dirs=[DirRef(broker_id=1, log_dir="a")]))
     assert_hard_constraints(p)
     assert dir_usage(p)[(1, "a")] == 0.0
-    assert p.moves and all(m.kind == "intra" and m.to_dir_name == "b" for m in p.moves)
+    drained = [m for m in p.moves if m.from_broker == 1 and m.from_dir.endswith("data-a")]
+    assert drained and all(m.kind == "intra" and m.to_dir_name == "b" for m in drained)
 
 
 def test_remove_dirs_spills_to_other_brokers_when_the_broker_is_full() -> None:
@@ -416,7 +418,10 @@ def test_remove_dirs_spills_to_other_brokers_when_the_broker_is_full() -> None:
     u = dir_usage(p)
     assert u[(0, "a")] == 0.0 and u[(0, "b")] <= 0.8
     kinds = Counter(m.kind for m in p.moves)
-    assert kinds["intra"] == 2 and kinds["inter"] == 5
+    # 5 must leave (broker 0 keeps 80 GB at most); the rest of the cluster is then balanced
+    # by DiskUsageDistributionGoal (bytes over capacity, broker 1 has twice broker 0's)
+    assert kinds["intra"] >= 2 and kinds["inter"] >= 5
+    assert {g.name: g.met_after for g in p.report.goals}["DiskUsageDistributionGoal"]
 
 
 def test_targeted_only_relieves_hot_dirs() -> None:

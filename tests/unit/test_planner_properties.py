@@ -122,7 +122,7 @@ def test_plans_keep_constraints_and_never_raise_largest_utilisation(
     else:
         fill = min(
             opts.capacity_threshold,
-            mean_util(s) + opts.broker_balance_tolerance + opts.dir_balance_tolerance,
+            mean_util(s) * opts.thresholds.disk + opts.dir_balance_tolerance,
         )
     before, after = per_broker_max(p)
     for b, u in after.items():

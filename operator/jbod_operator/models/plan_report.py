@@ -105,6 +105,54 @@ class Summary(CamelModel):
     infeasible_reasons: list[str] = Field(default_factory=list)
 
 
+class GoalReport(CamelModel):
+    """One goal of the plan, before and after (``jbod_operator.models.goals``).
+
+    A distribution goal measures one figure per broker (``metric``, in ``unit``) against
+    bounds around the average; ``violations`` counts what is outside them (brokers, or
+    topic-broker pairs for TopicReplicaDistributionGoal). A hard goal counts what breaks it
+    (partitions, brokers or disks). ``met`` is recomputed from the plan's placement, never
+    taken from the planner's intentions."""
+
+    name: str
+    hard: bool
+    priority: int
+    """Position in the order the goals were worked on (0 = highest); -1: reported only."""
+    metric: str
+    unit: str = ""
+    average: float = 0.0
+    lower: float = 0.0
+    upper: float = 0.0
+    min_before: float = 0.0
+    max_before: float = 0.0
+    min_after: float = 0.0
+    max_after: float = 0.0
+    violations_before: int = 0
+    violations_after: int = 0
+    met_before: bool = True
+    met_after: bool = True
+    required: bool = False
+    """The proposal fails when this goal is not met (every hard goal, and the soft goals the
+    Rebalance names in ``requiredGoals``)."""
+    reason: str = ""
+    """Why the goal is not met after the plan (empty when it is)."""
+
+    def line(self) -> str:
+        verdict = "met" if self.met_after else "NOT met"
+        kind = "hard" if self.hard else "soft"
+        if self.hard:
+            fig = f"{self.violations_before} -> {self.violations_after} {self.metric}"
+        else:
+            fig = (
+                f"{self.metric} {self.min_before:.4g}..{self.max_before:.4g} -> "
+                f"{self.min_after:.4g}..{self.max_after:.4g} (bounds {self.lower:.4g}.."
+                f"{self.upper:.4g}{' ' + self.unit if self.unit else ''}; "
+                f"{self.violations_before} -> {self.violations_after} outside)"
+            )
+        why = f": {self.reason}" if self.reason else ""
+        return f"  [{verdict}] {self.name} ({kind}): {fig}{why}"
+
+
 def _pct(x: float) -> str:
     return f"{100.0 * x:5.1f}%"
 
@@ -119,10 +167,20 @@ class PlanReport(CamelModel):
     brokers: list[BrokerReport]
     dirs: list[DirReport]
     notes: list[str] = Field(default_factory=list)
+    goals: list[GoalReport] = Field(default_factory=list)
+    """Every goal, hard ones first, then the soft ones in the order they were worked on."""
 
     @property
     def ok(self) -> bool:
         return all(c.ok for c in self.constraints)
+
+    def unmet_goals(self, *, required: bool | None = None) -> list[GoalReport]:
+        """The goals not met after the plan (only the required ones, or only the others)."""
+        return [
+            g
+            for g in self.goals
+            if not g.met_after and (required is None or g.required == required)
+        ]
 
     def headline(self) -> list[str]:
         """The summary in a few lines: targets and whether they are met, moves, bytes, spreads."""
@@ -212,6 +270,8 @@ class PlanReport(CamelModel):
             lines.append(
                 f"  [{'ok' if c.ok else 'FAIL'}] {c.name}{': ' + c.detail if c.detail else ''}"
             )
+        if self.goals:
+            lines += ["  goals, highest priority first:", *(g.line() for g in self.goals)]
         lines += [f"  note: {n}" for n in self.notes]
         if tables and self.brokers:
             lines += ["", *self.broker_table()]

@@ -24,7 +24,8 @@ from .common import (
     ResourceMeta,
     ResourceName,
 )
-from .plan_report import BandScope
+from .goals import HARD_GOALS, GoalName, GoalThresholds
+from .plan_report import BandScope, GoalReport
 from .reassignment import (
     DEFAULT_LEADER_MOVEMENTS,
     DEFAULT_MOVES_PER_BROKER,
@@ -44,6 +45,9 @@ TRIGGER_LABEL = "jbod.io/rebalance-trigger"
 CLUSTER_LABEL = "jbod.io/cluster"
 CHILD_LABEL = "jbod.io/rebalance"
 """On every child (PartitionReassignment, LogDirMove): the Rebalance that created it."""
+
+_HARD_LIST = "[" + ", ".join(f"'{g}'" for g in HARD_GOALS) + "]"
+"""The hard goals as a CEL list (the CRD refuses them in ``goals``)."""
 
 MAX_NAMED = 1000
 """Brokers or disks one Rebalance may name (add/remove); part of the size budget."""
@@ -153,6 +157,15 @@ class RebalanceSpec(CamelModel):
                     "(has(self.logDirs) && size(self.logDirs) > 0)",
                     "message": "mode remove-disks needs logDirs",
                 },
+                {
+                    "rule": "(!has(self.goals) || self.goals.all(g, !(g in "
+                    + _HARD_LIST
+                    + "))) && (!has(self.requiredGoals) || self.requiredGoals.all(g, !(g in "
+                    + _HARD_LIST
+                    + ")))",
+                    "message": "goals and requiredGoals name soft goals only: the hard goals "
+                    "(" + ", ".join(HARD_GOALS) + ") always come first and are always required",
+                },
             ]
         }
     }
@@ -190,6 +203,32 @@ class RebalanceSpec(CamelModel):
         Percent,
         Field(description="No disk may end, or pass mid-way, above this utilisation."),
     ] = 80
+    goals: Annotated[
+        list[GoalName] | None,
+        Field(
+            max_length=len(GoalName),
+            description="The soft goals to work on, highest priority first (Cruise Control's "
+            "names; default: IntraBrokerDiskUsageDistributionGoal, DiskUsageDistributionGoal, "
+            "ReplicaDistributionGoal, LeaderReplicaDistributionGoal, "
+            "TopicReplicaDistributionGoal, LeaderBytesInDistributionGoal, PotentialNwOutGoal). "
+            "The hard goals (RackAwareGoal, ReplicaCapacityGoal, DiskCapacityGoal, "
+            "OneReplicaPerBrokerGoal) always come first.",
+            json_schema_extra={"x-kubernetes-list-type": "set"},
+        ),
+    ] = None
+    required_goals: Annotated[
+        list[GoalName] | None,
+        Field(
+            max_length=len(GoalName),
+            description="Soft goals the proposal must meet to be ready; any other soft goal "
+            "not met is named in the condition's message.",
+            json_schema_extra={"x-kubernetes-list-type": "set"},
+        ),
+    ] = None
+    goal_thresholds: Annotated[
+        GoalThresholds | None,
+        Field(description="The distribution goals' thresholds, relative to the average."),
+    ] = None
     max_concurrent_replica_movements: ReplicaMovements = DEFAULT_REPLICA_MOVEMENTS
     max_concurrent_partition_movements: PartitionMovements = DEFAULT_PARTITION_MOVEMENTS
     max_concurrent_leader_movements: LeaderMovements = DEFAULT_LEADER_MOVEMENTS
@@ -207,6 +246,9 @@ class RebalanceSpec(CamelModel):
             raise ValueError("modes add-brokers and remove-brokers need brokers")
         if self.mode == RebalanceMode.REMOVE_DISKS and not self.log_dirs:
             raise ValueError("mode remove-disks needs logDirs")
+        named = [*(self.goals or []), *(self.required_goals or [])]
+        if any(g in HARD_GOALS for g in named):
+            raise ValueError("goals and requiredGoals name soft goals only")
         return self
 
 
@@ -229,6 +271,39 @@ class DiskSummary(CamelModel):
     name: str
     utilisation_before: float
     utilisation_after: float
+
+
+class GoalSummary(CamelModel):
+    """One goal of the proposal: met or not after it, its bounds and the worst brokers'
+    figures, and why when it is not met (the ConfigMap's report.json has every field)."""
+
+    name: str
+    hard: bool
+    met: bool
+    required: bool = False
+    violations_before: int = 0
+    violations_after: int = 0
+    lower: float = 0.0
+    upper: float = 0.0
+    min_after: float = 0.0
+    max_after: float = 0.0
+    reason: str = ""
+
+    @classmethod
+    def of(cls, g: GoalReport) -> GoalSummary:
+        return cls(
+            name=g.name,
+            hard=g.hard,
+            met=g.met_after,
+            required=g.required,
+            violations_before=g.violations_before,
+            violations_after=g.violations_after,
+            lower=round(g.lower, 6),
+            upper=round(g.upper, 6),
+            min_after=round(g.min_after, 6),
+            max_after=round(g.max_after, 6),
+            reason=g.reason[:500],
+        )
 
 
 class ProposalSummary(CamelModel):
@@ -259,6 +334,11 @@ class ProposalSummary(CamelModel):
     """More brokers or disks than listed here (all are in the ConfigMap's report.json)."""
     waves: int = 0
     """Groups of children run one after the other so no disk passes the threshold mid-way."""
+    goals: list[GoalSummary] = Field(default_factory=list)
+    """Every goal, hard ones first, then the soft ones in priority order."""
+
+    def unmet_soft_goals(self) -> list[GoalSummary]:
+        return [g for g in self.goals if not g.hard and not g.met]
 
 
 class ChildStatus(CamelModel):

@@ -53,6 +53,7 @@ from ..models.rebalance import (
     ChildStatus,
     DiskMeasure,
     DiskSummary,
+    GoalSummary,
     ProposalSummary,
     Rebalance,
     RebalanceCommand,
@@ -315,6 +316,12 @@ def job_args(rb: Rebalance, job: str) -> list[str]:
         args += ["--log-dirs", ",".join(f"{d.broker_id}:{d.log_dir}" for d in spec.log_dirs)]
     if spec.throttle_bytes_per_second is not None:
         args += ["--throttle", str(spec.throttle_bytes_per_second)]
+    if spec.goals is not None:
+        args += ["--goals", ",".join(spec.goals)]
+    if spec.required_goals:
+        args += ["--required-goals", ",".join(spec.required_goals)]
+    if spec.goal_thresholds is not None:
+        args += ["--goal-thresholds", spec.goal_thresholds.model_dump_json(by_alias=True)]
     return args
 
 
@@ -360,6 +367,7 @@ def summarise(report: PlanReport, waves: int, unplaced: Sequence[str] = ()) -> P
         feasible=s.feasible and report.ok and not unplaced,
         band_scope=s.band_scope,
         problems=problems,
+        goals=[GoalSummary.of(g) for g in report.goals],
         brokers=[
             BrokerSummary(
                 broker_id=b.broker_id,
@@ -1028,13 +1036,21 @@ def _pending(p: _Pass) -> None:
     p.active = True
 
 
+def unmet_goals_text(s: ProposalSummary | None) -> str:
+    """``; soft goals not met: X (why), ...`` for a condition's message, or ``""``."""
+    unmet = s.unmet_soft_goals() if s is not None else []
+    if not unmet:
+        return ""
+    return "; soft goals not met: " + ", ".join(f"{g.name} ({g.reason})" for g in unmet[:5])
+
+
 def _proposal_message(p: _Pass, s: ProposalSummary, cm: str) -> str:
     return (
         f"{s.moves} moves ({s.moves_between_brokers} between brokers, {s.moves_between_disks} "
         f"between disks), {s.bytes_to_move} bytes; worst disk spread {s.worst_spread_before:.1f}"
-        f" -> {s.worst_spread_after:.1f} pp (band {p.rb.spec.balance_band_percent:g} pp); "
-        f"plan in ConfigMap {cm}; approve with kubectl annotate rebalance {p.name} "
-        f"{COMMAND_ANNOTATION}=approve"
+        f" -> {s.worst_spread_after:.1f} pp (band {p.rb.spec.balance_band_percent:g} pp)"
+        f"{unmet_goals_text(s)}; plan in ConfigMap {cm}; approve with kubectl annotate "
+        f"rebalance {p.name} {COMMAND_ANNOTATION}=approve"
     )
 
 
@@ -1208,5 +1224,6 @@ def _rebalancing(p: _Pass) -> None:
         "Ready",
         f"every child succeeded; measured now: worst disk spread {worst:.1f} pp{where} (band "
         f"{p.rb.spec.balance_band_percent:g} pp), every disk under "
-        f"{p.rb.spec.capacity_threshold_percent:g}%{emptied(p.rb)}",
+        f"{p.rb.spec.capacity_threshold_percent:g}%{emptied(p.rb)}"
+        f"{unmet_goals_text(p.status.proposal)}",
     )

@@ -159,6 +159,14 @@ def _map_key_rule(pattern: str | None, names: Schema, where: str) -> Schema:
     }
 
 
+def _whole(value: Any) -> Any:
+    """A whole float as an int (``1.0`` -> ``1``): Helm's YAML writes it so, and the chart's
+    copy of a CRD must equal the repository's value for value and type."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _convert(node: Schema, defs: Mapping[str, Schema], where: str) -> Schema:
     node = _resolve(node, defs, where)
     out: Schema = {}
@@ -188,7 +196,9 @@ def _convert(node: Schema, defs: Mapping[str, Schema], where: str) -> Schema:
                 continue
             if not isinstance(value, str | int | float | bool):
                 continue  # only simple defaults: the server applies them to stored objects
-            out[key] = value
+            out[key] = _whole(value)
+        elif key in ("minimum", "maximum"):
+            out[key] = _whole(value)
         elif key == "properties":
             out[key] = {name: _convert(sub, defs, f"{where}.{name}") for name, sub in value.items()}
         elif key == "items":
