@@ -85,13 +85,21 @@ def balance_broker_dirs(p: BrokerDirsProblem, params: DirBalanceParams) -> I64:
     balancing at all (a dir shed to empty while its big replica, fitting nowhere, went back
     home; an arriving replica taking the dir a shed one had left). So the result is kept only
     if it is no worse — largest utilisation first, then spread — than just placing the
-    replicas that must be placed; in targeted mode the fixed upper bound is the goal instead.
+    replicas that must be placed, and never when it widens the spread past the band while
+    no disk is above the threshold; in targeted mode the fixed upper bound is the goal.
     """
     balanced = _balance(p, params)
     if params.upper is not None:
         return balanced
     plain = _place_only(p)
-    return plain if _score(p, plain) < _score(p, balanced) else balanced
+    keep, got = _score(p, plain), _score(p, balanced)
+    # Lowering the fullest disk is worth a wider spread only above the threshold: below it a
+    # move that leaves the disks further apart than before and outside the band gains
+    # nothing (one replica too large to split between two disks of different sizes).
+    wider = got[1] > max(keep[1], params.tolerance) + 1e-9
+    if wider and keep[0] <= params.threshold + 1e-9:
+        return plain
+    return plain if keep < got else balanced
 
 
 def _usable(p: BrokerDirsProblem) -> BoolA:

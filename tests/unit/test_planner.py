@@ -545,3 +545,14 @@ def test_a_two_point_band_is_reached_near_the_lower_bound(seed: int) -> None:
     assert s.bytes_moved <= 1.1 * s.lower_bound_bytes
     greedy = plain_greedy(a, 0.02)
     assert s.bytes_moved <= int(a.rep_size[greedy != a.rep_dir].sum())
+
+
+def test_dirs_only_never_widens_a_broker_s_spread_past_the_band() -> None:
+    """Found by the property test: 7 GB on a 40 GB disk (17.5 %) and 7 GB on a 100 GB one
+    (7 %), band 10 pp: moving the first replica over lowers the fullest disk to 14 % but
+    leaves the disks 14 pp apart; no move is the better plan under the threshold."""
+    reps: list[Rep] = [("a", 0, 0, "x", 7 * GB, True), ("a", 1, 0, "y", 7 * GB, True)]
+    s = make({0: None}, {(0, "x"): 40 * GB, (0, "y"): 100 * GB}, reps)
+    p = plan(s, PlanOptions(mode=Mode.DIRS_ONLY, dir_balance_tolerance=0.1))
+    assert p.moves == []
+    assert p.report.summary.worst_spread_pp_after == pytest.approx(10.5)
