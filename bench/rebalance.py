@@ -18,13 +18,20 @@ launcher runs exactly that). This script does the same with a synthetic cluster 
   disk utilisation of one broker, percentage points) and the bytes moved against the lower
   bound of the report (the bytes any plan must move to put every disk inside its broker's
   achieved band);
-* the yardstick, in the same run on the same snapshot (read back from the file): the plain
+* the yardsticks, in the same run on the same snapshot (read back from the file): the plain
   greedy balancer (:func:`jbod_spark.baselines.plain_greedy`, one process, no Spark) with the
-  same band, and the same figures computed by the same functions the report uses.
+  same band, and the same figures computed by the same functions the report uses; and the
+  Cruise-Control-like greedy (:func:`jbod_spark.baselines.cruise_control_greedy`: goal by
+  goal, each move the best for the current goal that breaks no higher one), whose goals are
+  judged by the report's own rules (``goals``: met, violations, bounds per goal) and whose
+  bytes moved are set against ours between brokers (``goals_cc_meets_we_miss``,
+  ``bytes_ratio_to_cc``: it does not balance a broker's disks, which Cruise Control plans
+  apart from its broker goals, so our moves between disks are not in the comparison);
 
 The job's arguments are the operator's own (:func:`jbod_operator.plan.rebalance.job_args`) for
 a full Rebalance whose ``balanceBandPercent`` is ``--band-pp`` (default 2, the target). Targets
-at full size: wall <= 60 s, spread <= 2 pp, bytes <= 1.1 x the bound. matplotlib absent, the
+at full size: wall <= 20 s, spread <= 2 pp, bytes <= 1.1 x the bound, every goal the
+Cruise-Control-like greedy meets also met, with fewer bytes moved. matplotlib absent, the
 job writes no ``plot.png`` (it says so on stderr) and the figures leave the plot out. The last
 line is one JSON object.
 
@@ -56,8 +63,10 @@ from jbod_operator.models.rebalance import Rebalance
 from jbod_operator.models.snapshot import ClusterSnapshot
 from jbod_operator.plan.rebalance import job_args
 from jbod_spark.arrays import from_snapshot
-from jbod_spark.baselines import plain_greedy
+from jbod_spark.baselines import cruise_control_greedy, plain_greedy
+from jbod_spark.goals import Placement, Scope, evaluate, goal_rules
 from jbod_spark.metrics import bytes_moved, counted_dirs, dir_used, figures, lower_bound_bytes
+from jbod_spark.options import PlanOptions
 from jbod_spark.synthetic import synthetic_cluster, to_snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +74,9 @@ PATHS = [ROOT / "spark_apps", ROOT / "broker_image", ROOT / "operator"]
 """What the job's process needs on PYTHONPATH (as the operator's image has it installed)."""
 FULL_SIZE = (250, 12, 1_000_000)
 QUICK_SIZE = (50, 8, 100_000)
-TARGETS = {"wall_s": 60.0, "spread_pp": 2.0, "bytes_ratio": 1.1}
+TARGETS = {"wall_s": 20.0, "spread_pp": 2.0, "bytes_ratio": 1.1}
+"""Issue 40: wall <= 20 s at full size (Cruise Control's published fast-mode proposals take
+13.5-18 min at 1.3-2.8M replicas); issue 16's spread and bytes targets stay."""
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -190,6 +201,42 @@ def greedy_figures(snap: ClusterSnapshot, band: float, threshold: float) -> dict
     }
 
 
+def goal_table(goals: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each goal's verdict and figures after a plan, keyed by name (report.json's fields)."""
+    return {
+        g["name"]: {
+            "met": g["metAfter"],
+            "violations_before": g["violationsBefore"],
+            "violations_after": g["violationsAfter"],
+            "min_after": round(g["minAfter"], 6),
+            "max_after": round(g["maxAfter"], 6),
+            "bounds": [round(g["lower"], 6), round(g["upper"], 6)],
+        }
+        for g in goals
+    }
+
+
+def cc_figures(snap: ClusterSnapshot, band: float, threshold: float) -> dict[str, Any]:
+    """The Cruise-Control-like greedy (goal by goal, each move the best for the current goal
+    that breaks no higher one) on the same snapshot; its goals judged by the report's rules."""
+    a = from_snapshot(snap)
+    opts = PlanOptions(dir_balance_tolerance=band, capacity_threshold=threshold)
+    t = time.monotonic()
+    rb, rd, leader = cruise_control_greedy(a, opts)
+    wall = time.monotonic() - t
+    drain = np.zeros(a.n_dirs, dtype=np.bool_)
+    counted = counted_dirs(a, drain)
+    eligible = a.broker_live & (np.bincount(a.dir_broker[counted], minlength=a.n_brokers) > 0)
+    goals = evaluate(a, Placement(rb, rd, leader), Scope(eligible, counted), goal_rules(opts))
+    table = goal_table([g.model_dump(by_alias=True) for g in goals])
+    return {
+        "wall_s": round(wall, 2),
+        "bytes_moved": bytes_moved(a, rb, rd),
+        "replica_moves_inter_broker": int((rb != a.rep_broker).sum()),
+        "goals": table,
+    }
+
+
 def rebalance_args(cluster: str, band_pp: float) -> list[str]:
     """The job's arguments as the operator builds them for a full Rebalance with this band."""
     rb = Rebalance.model_validate(
@@ -299,6 +346,7 @@ def main() -> int:
             "spread_pp_after": round(s["worstSpreadPpAfter"], 3),
             "largest_util_after": round(s["largestUtilAfter"], 4),
             "bytes_moved": s["bytesMoved"],
+            "bytes_moved_inter_broker": s["bytesMovedInterBroker"],
             "lower_bound_bytes": s["lowerBoundBytes"],
             "bytes_ratio_to_bound": (
                 round(s["bytesMoved"] / s["lowerBoundBytes"], 4) if s["lowerBoundBytes"] else None
@@ -309,9 +357,10 @@ def main() -> int:
             "constraints_ok": all(c["ok"] for c in report["constraints"]),
             "plot_written": (out / "plot.png").exists(),
         }
-        greedy = greedy_figures(
-            ClusterSnapshot.model_validate_json(snap_path.read_text()), band, threshold
-        )
+        read_back = ClusterSnapshot.model_validate_json(snap_path.read_text())
+        greedy = greedy_figures(read_back, band, threshold)
+        cc = cc_figures(read_back, band, threshold)
+        ours["goals"] = goal_table(report["goals"])
 
     demo = run_demo() if args.demo else None
     wall = write_s + job_wall
@@ -333,6 +382,15 @@ def main() -> int:
         "job_peak_rss_mb_by_kind": {k: round(v / 2**20) for k, v in sampler.peak_by_kind.items()},
         **ours,
         "greedy": greedy,
+        "cruise_control_like": cc,
+        "goals_cc_meets_we_miss": sorted(
+            n for n, g in cc["goals"].items() if g["met"] and not ours["goals"][n]["met"]
+        ),
+        "bytes_ratio_to_cc": (
+            round(ours["bytes_moved_inter_broker"] / cc["bytes_moved"], 4)
+            if cc["bytes_moved"]
+            else None
+        ),
         **(demo or {}),
         "loadavg_start": [round(x, 2) for x in load_start],
         "loadavg_end": [round(x, 2) for x in os.getloadavg()],
@@ -342,6 +400,10 @@ def main() -> int:
             "wall_s": wall <= TARGETS["wall_s"],
             "spread_pp": ours["spread_pp_after"] <= TARGETS["spread_pp"],
             "bytes_ratio": (ours["bytes_ratio_to_bound"] or 0.0) <= TARGETS["bytes_ratio"],
+            "every_goal_cc_meets": not [
+                n for n, g in cc["goals"].items() if g["met"] and not ours["goals"][n]["met"]
+            ],
+            "fewer_bytes_than_cc": ours["bytes_moved_inter_broker"] <= cc["bytes_moved"],
         },
     }
     print(

@@ -7,6 +7,7 @@ what it printed and holds it to the story, so a demo that quietly skipped a step
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -72,3 +73,21 @@ def test_demo_tells_the_whole_rebalance_story(tmp_path: Path) -> None:
     acked, read = int(counts.group(1)), int(counts.group(2))
     assert acked > 0 and read >= acked, counts.group(0)
     assert lines[-2].startswith("demo OK"), lines[-2]
+
+    # The new broker took its share (issue 40): replicas, leaders and bytes, each by its goal
+    # (within ±10 % of the mean, counts rounded outward), or the proposal says why not.
+    share = timing["new_broker"]
+    assert share["broker"] == 3 and share["replicas"] > 0 and share["bytes"] > 0, share
+    assert set(share["goals"]) == {
+        "DiskUsageDistributionGoal",
+        "ReplicaDistributionGoal",
+        "LeaderReplicaDistributionGoal",
+    }, share
+    if share["goals"]["ReplicaDistributionGoal"]:
+        mean = share["replicas_mean"]
+        assert math.floor(mean * 0.9) <= share["replicas"] <= math.ceil(mean * 1.1), share
+    if share["goals"]["LeaderReplicaDistributionGoal"]:
+        mean = share["leaders_mean"]
+        assert math.floor(mean * 0.9) <= share["leaders"] <= math.ceil(mean * 1.1), share
+    for name, met in share["goals"].items():
+        assert met or re.search(rf"{name}: .* NOT met: \S", out), (name, out[-6000:])

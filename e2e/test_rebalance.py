@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import functools
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from e2e import reassignment_audit as audit
 from e2e.scenario import LeaderTracker, Scenario, dump, wait_async
 from e2e.test_reassignment import check, closes_clients
 from jbod_broker.storage.names import TopicPartition
@@ -326,6 +328,25 @@ async def test_add_brokers_moves_replicas_onto_an_empty_broker(sc4: Scenario) ->
     assert_in_band(st, {0, 1, 2, 3})
     assert "(the mode's scope)" not in message(st), st
     assert any(k["kind"] == "PartitionReassignment" for k in children(sc, "grow"))
+    # The goals (issue 40), as the proposal reported them and as the brokers hold them now
+    # (replicas from their describe-log-dirs, leaders from the state of record):
+    # 24 replicas and 8 leaders over 4 brokers, so 5-7 replicas and 1-3 leaders each.
+    goals = {g["name"]: g for g in st["proposal"]["goals"]}
+    assert all(g["met"] for g in goals.values() if g["hard"]), goals
+    on_disk = await audit.placement_of({b: sc.client(b) for b in range(4)})
+    held = Counter(b for tp, where in on_disk.items() if tp[0] == "orders" for b in where)
+    leads = Counter(sc.state(tp)["leader"] for tp in tps)
+    for name, counts in (
+        ("ReplicaDistributionGoal", held),
+        ("LeaderReplicaDistributionGoal", leads),
+    ):
+        g = goals[name]
+        inside = all(g["lower"] <= counts[b] <= g["upper"] for b in range(4))
+        assert g["met"] == inside or g["reason"], (name, g, counts)
+        if g["met"]:
+            assert inside, (name, g, counts)
+    assert goals["ReplicaDistributionGoal"]["met"], goals["ReplicaDistributionGoal"]
+    assert 5 <= held[3] <= 7, held
     await check(sc, tps, prod)
 
 
@@ -337,6 +358,10 @@ def test_bad_input_is_refused_or_not_ready_with_nothing_changed(sc: Scenario) ->
     out = sc.kube.run("create", "-n", sc.ns, "-f", "-", input=json.dumps(bad), check=False)
     assert "modes add-brokers and remove-brokers need brokers" in out, out
     assert sc.kube.get("rebalance", "nobrokers") is None
+    hard = rebalance("hardgoal", mode="full", goals=["RackAwareGoal"])
+    out = sc.kube.run("create", "-n", sc.ns, "-f", "-", input=json.dumps(hard), check=False)
+    assert "goals and requiredGoals name soft goals only" in out, out
+    assert sc.kube.get("rebalance", "hardgoal") is None
 
     cases = {
         "unknown-broker": (

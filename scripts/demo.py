@@ -502,6 +502,50 @@ async def follow(demo: Demo, want: str, timeout: float, *, show: bool) -> dict[s
 # ---------------------------------------------------------------------------------------------
 
 
+SHARE: dict[str, Any] = {}
+"""The new broker's share in the proposal (the demo's JSON line carries it)."""
+SHARE_GOALS = (
+    "DiskUsageDistributionGoal",
+    "ReplicaDistributionGoal",
+    "LeaderReplicaDistributionGoal",
+)
+
+
+def new_broker_share(p: dict[str, Any]) -> dict[str, Any]:
+    """Broker 3's replicas, leaders and bytes after the proposal against the brokers' mean,
+    and the verdict of the goals that give it its share; a goal not met must say why."""
+    rows = p["brokers"]
+    new = next(b for b in rows if b["brokerId"] == BROKERS)
+    out: dict[str, Any] = {"broker": BROKERS}
+    for key, field in (
+        ("replicas", "replicasAfter"),
+        ("leaders", "leadersAfter"),
+        ("bytes", "usedBytesAfter"),
+    ):
+        mean = sum(b[field] for b in rows) / len(rows)
+        out[key] = new[field]
+        out[f"{key}_mean"] = round(mean, 2)
+    goals = {g["name"]: g for g in p.get("goals") or []}
+    out["goals"] = {n: goals[n]["met"] for n in SHARE_GOALS if n in goals}
+    say(
+        f"new broker {BROKERS} after the proposal: {out['replicas']} replicas (mean "
+        f"{out['replicas_mean']}), {out['leaders']} leaders (mean {out['leaders_mean']}), "
+        f"{mib(out['bytes']).strip()} (mean {mib(int(out['bytes_mean'])).strip()})"
+    )
+    for n in SHARE_GOALS:
+        g = goals.get(n)
+        if g is None:
+            raise RuntimeError(f"the proposal does not report {n}")
+        verdict = "met" if g["met"] else f"NOT met: {g['reason']}"
+        say(
+            f"  {n}: {g['minAfter']:.4g}..{g['maxAfter']:.4g} within {g['lower']:.4g}.."
+            f"{g['upper']:.4g}: {verdict}"
+        )
+        if not g["met"] and not g["reason"]:
+            raise RuntimeError(f"{n} is not met and the proposal does not say why")
+    return out
+
+
 class Phases:
     """Wall time per phase (the last line's JSON)."""
 
@@ -578,6 +622,7 @@ async def run(demo: Demo, phases: Phases, plot: Path) -> str:
             f"{p.get('waves', 0)} wave(s); worst disk spread {p['worstSpreadBefore']:.1f} pp "
             f"-> {p['worstSpreadAfter']:.1f} pp (band {BAND_PP:g})"
         )
+        SHARE.update(new_broker_share(p))
         shown = await blocking(
             demo.ctl, "rebalance", "show", REBALANCE, "-n", NS, "--plot", str(plot)
         )
@@ -683,7 +728,16 @@ def main(argv: list[str] | None = None) -> int:
     else:
         what = "FAILED" if code == 1 else "interrupted"
         print(f"demo {what} after {total:.0f} s (everything it started was stopped and removed)")
-    print(json.dumps({"demo_phases_s": phases.took, "demo_total_s": total, "demo_ok": code == 0}))
+    print(
+        json.dumps(
+            {
+                "demo_phases_s": phases.took,
+                "demo_total_s": total,
+                "demo_ok": code == 0,
+                "new_broker": SHARE,
+            }
+        )
+    )
     return code
 
 

@@ -30,7 +30,9 @@ from .goals import (
     LEADER_GOALS,
     GoalRules,
     broker_bounds,
+    one_weight,
     partition_rates,
+    replica_weight,
     topic_counts,
     topic_index,
     topic_limits,
@@ -119,30 +121,12 @@ class GoalState:
 
     def weights(self, g: GoalName) -> F64:
         st = self.st
-        p = st.a.rep_part
-        if g is GoalName.DISK_USAGE:
-            return st.size
-        if g is GoalName.REPLICA_DISTRIBUTION:
-            return np.ones(st.a.n_replicas)
-        if g is GoalName.LEADER_REPLICA_DISTRIBUTION:
-            return st.leader.astype(np.float64)
-        if g is GoalName.LEADER_BYTES_IN:
-            return np.where(st.leader, self.rates[p], 0.0)
-        return np.asarray(self.rates[p], dtype=np.float64)
+        return replica_weight(g, st.size, st.leader, self.rates[st.a.rep_part])
 
     def weight(self, g: GoalName, i: int) -> float:
         st = self.st
-        if g is GoalName.DISK_USAGE:
-            return float(st.size[i])
-        if g is GoalName.REPLICA_DISTRIBUTION:
-            return 1.0
-        lead = bool(st.leader[i])
-        if g is GoalName.LEADER_REPLICA_DISTRIBUTION:
-            return 1.0 if lead else 0.0
         rate = float(self.rates[st.a.rep_part[i]])
-        if g is GoalName.LEADER_BYTES_IN:
-            return rate if lead else 0.0
-        return rate
+        return one_weight(g, float(st.size[i]), bool(st.leader[i]), rate)
 
     # -- acceptance ------------------------------------------------------------------------
 
@@ -271,12 +255,15 @@ class GoalState:
         st.leader[i] = False
         st.leader[j] = True
 
+    def allowed(self, i: int, lim: Limits) -> BoolA:
+        """Per broker: the hard goals allow replica ``i`` onto it."""
+        cap = self.rules.thresholds.max_replicas_per_broker
+        ok = self.st.allowed(i, lim.mask, lim.dceil, lim.blimit)
+        return ok & (self.vals[GoalName.REPLICA_DISTRIBUTION] + 1 <= cap)
+
     def hard_ok(self, i: int, r: int, lim: Limits) -> bool:
         """The hard goals allow replica ``i`` onto broker ``r``."""
-        cap = self.rules.thresholds.max_replicas_per_broker
-        if self.vals[GoalName.REPLICA_DISTRIBUTION][r] + 1 > cap:
-            return False
-        return self.st.receivers_for(i, lim.mask, lim.dceil, lim.blimit, only=r) == r
+        return bool(self.allowed(i, lim)[r])
 
     def cause(self, g: GoalName, what: str) -> None:
         self.causes.setdefault(g, Counter())[what] += 1
@@ -349,14 +336,18 @@ def _place(
     lim: Limits,
     higher: list[GoalName],
 ) -> bool:
-    v, hi = gs.vals[g], gs.hi[g]
-    w = gs.weight(g, i)
-    for r in receivers[:RECEIVERS]:
-        if v[r] + w > hi[r] + TOL * max(1.0, abs(hi[r])):
+    """Move replica ``i`` to the first of ``receivers`` that has room under ``g``'s upper
+    bound (per-broker goals), that the hard goals allow and that no higher goal refuses."""
+    per_broker = g in gs.vals
+    v, hi = (gs.vals[g], gs.hi[g]) if per_broker else (None, None)
+    w = gs.weight(g, i) if per_broker else 0.0
+    ok = gs.allowed(i, lim)
+    hard = [r for r in receivers if not ok[r]]
+    if hard:
+        gs.cause(g, HARD_REFUSED)
+    for r in [r for r in receivers if ok[r]][:RECEIVERS]:
+        if v is not None and hi is not None and v[r] + w > hi[r] + TOL * max(1.0, abs(hi[r])):
             gs.cause(g, "no broker below its bounds has room for the replicas left")
-            continue
-        if not gs.hard_ok(i, r, lim):
-            gs.cause(g, HARD_REFUSED)
             continue
         refused = gs.refusal(i, src, r, higher)
         if refused is not None:
@@ -493,7 +484,12 @@ def _take(
     donors = lim.donors.copy()
     donors[r] = False
     spare = np.where(donors, v - lo, -np.inf)
-    cand_donors = [int(x) for x in np.argsort(-spare, kind="stable")[:RECEIVERS] if spare[x] > TOL]
+    # donors in the receiver's rack first: with a replica of every partition in every rack,
+    # only they can give it one without narrowing a partition's racks
+    racks = st.a.broker_rack
+    other_rack = (racks != racks[r]).astype(np.float64)
+    by_rack = np.lexsort((np.arange(spare.size), -spare, other_rack))
+    cand_donors = [int(x) for x in by_rack if spare[x] > TOL][:RECEIVERS]
     if not cand_donors:
         gs.cause(g, "no broker above its lower bound to take from")
         return False
@@ -563,28 +559,11 @@ def balance_topic_goal(gs: GoalState, higher: list[GoalName], lim: Limits) -> No
                     if not _movable(st, i, d):
                         continue
                     tries += 1
-                    moved = _place_topic(gs, i, d, recv, lim, higher)
+                    moved = _place(gs, g, i, d, recv, lim, higher)
                 if moved:
                     break
             if not moved:
                 blocked[b] = True
-
-
-def _place_topic(
-    gs: GoalState, i: int, src: int, receivers: list[int], lim: Limits, higher: list[GoalName]
-) -> bool:
-    g = GoalName.TOPIC_REPLICA_DISTRIBUTION
-    for r in receivers[:RECEIVERS]:
-        if not gs.hard_ok(i, r, lim):
-            gs.cause(g, HARD_REFUSED)
-            continue
-        refused = gs.refusal(i, src, r, higher)
-        if refused is not None:
-            gs.cause(g, f"{refused} (higher priority) refused")
-            continue
-        gs.move(i, r)
-        return True
-    return False
 
 
 def balance_leader_goal(gs: GoalState, g: GoalName, higher: list[GoalName], lim: Limits) -> None:

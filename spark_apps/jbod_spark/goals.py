@@ -154,20 +154,34 @@ def topic_index(a: ClusterArrays) -> tuple[I64, int]:
     return np.array([idx[t] for t in a.part_topic], dtype=np.int64), len(names)
 
 
-def replica_weight(goal: GoalName, a: ClusterArrays, leader: BoolA, rates: F64) -> F64:
-    """What each replica adds to its broker's figure for ``goal`` (before normalising by
-    capacity, for the disk goal)."""
+def replica_weight(goal: GoalName, sizes: F64, leader: BoolA, rates: F64) -> F64:
+    """What each replica adds to its broker's figure for ``goal``: ``sizes`` its bytes,
+    ``leader`` whether it leads, ``rates`` its partition's bytes-in (per replica). The one
+    home of the rule: the report, the optimiser and the Cruise-Control-like baseline use it."""
     if goal is GoalName.DISK_USAGE:
-        return a.rep_size.astype(np.float64)
+        return np.asarray(sizes, dtype=np.float64)
     if goal is GoalName.REPLICA_DISTRIBUTION:
-        return np.ones(a.n_replicas)
+        return np.ones(sizes.shape[0])
     if goal is GoalName.LEADER_REPLICA_DISTRIBUTION:
         return leader.astype(np.float64)
     if goal is GoalName.LEADER_BYTES_IN:
-        return np.where(leader, rates[a.rep_part], 0.0)
+        return np.where(leader, rates, 0.0)
     if goal is GoalName.POTENTIAL_NW_OUT:
-        return np.asarray(rates[a.rep_part], dtype=np.float64)
+        return np.asarray(rates, dtype=np.float64)
     raise ValueError(f"{goal} has no per-broker figure")
+
+
+def one_weight(goal: GoalName, size: float, leader: bool, rate: float) -> float:
+    """:func:`replica_weight` of one replica (the moves' hot path: no arrays)."""
+    if goal is GoalName.DISK_USAGE:
+        return size
+    if goal is GoalName.REPLICA_DISTRIBUTION:
+        return 1.0
+    if goal is GoalName.LEADER_REPLICA_DISTRIBUTION:
+        return 1.0 if leader else 0.0
+    if goal is GoalName.LEADER_BYTES_IN:
+        return rate if leader else 0.0
+    return rate
 
 
 def broker_bounds(
@@ -225,7 +239,7 @@ def broker_values(
         cap = np.bincount(a.dir_broker[counted], weights=a.dir_capacity[counted], minlength=nb)
         load = np.bincount(a.dir_broker[counted], weights=used[counted], minlength=nb)
         return np.asarray(np.where(cap > 0, load / np.where(cap > 0, cap, 1.0), 0.0))
-    w = replica_weight(goal, a, p.leader, rates)
+    w = replica_weight(goal, a.rep_size.astype(np.float64), p.leader, rates[a.rep_part])
     return np.asarray(np.bincount(p.rb, weights=w, minlength=nb), dtype=np.float64)
 
 

@@ -1,6 +1,7 @@
 """``plot.png``: every disk's utilisation before and after a plan, grouped by broker, with the
-capacity threshold, for the person who approves the plan (the proposal ConfigMap carries it,
-``jbod-ctl rebalance show --plot`` writes it out).
+capacity threshold, and under it each broker's bytes, replicas and leaders before and after
+against the mean (a new broker's share at a glance), for the person who approves the plan
+(the proposal ConfigMap carries it, ``jbod-ctl rebalance show --plot`` writes it out).
 
 Drawn with matplotlib's object API (a :class:`~matplotlib.figure.Figure` rendered by the Agg
 canvas): no pyplot state, no display, safe in a driver process. It reads only the report, so
@@ -10,14 +11,16 @@ the picture shows exactly the figures of ``report.json``.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from jbod_operator.models.plan_report import PlanReport
+from jbod_operator.models.plan_report import BrokerReport, PlanReport
 
 __all__ = ["BAR_LIMIT", "DPI", "HEIGHT_IN", "plot_png", "width_inches", "write_plot"]
 
 DPI = 100
-HEIGHT_IN = 5.0
+HEIGHT_IN = 8.0
 BAR_LIMIT = 400
 """Up to this many disks, each gets a pair of bars; beyond, two rows of markers (250 brokers x
 12 disks would be 6,000 bars no one can read)."""
@@ -36,7 +39,9 @@ def plot_png(report: PlanReport) -> bytes:
     dirs = sorted(report.dirs, key=lambda d: (d.broker_id, d.path))
     n = len(dirs)
     fig = Figure(figsize=(width_inches(n), HEIGHT_IN), dpi=DPI, layout="constrained")
-    ax = fig.add_subplot()
+    grid = fig.add_gridspec(2, 3, height_ratios=[3, 2])
+    ax = fig.add_subplot(grid[0, :])
+    _brokers(report, [fig.add_subplot(grid[1, k]) for k in range(3)])
     xs = list(range(n))
     before = [100.0 * d.util_before for d in dirs]
     after = [100.0 * d.util_after for d in dirs]
@@ -98,6 +103,39 @@ def plot_png(report: PlanReport) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     return buf.getvalue()
+
+
+_Figure = Callable[[BrokerReport], float]
+_BROKER_FIGURES: tuple[tuple[str, _Figure, _Figure], ...] = (
+    ("GiB", lambda b: b.used_before / 2**30, lambda b: b.used_after / 2**30),
+    ("replicas", lambda b: float(b.replicas_before), lambda b: float(b.replicas_after)),
+    ("leaders", lambda b: float(b.leaders_before), lambda b: float(b.leaders_after)),
+)
+
+
+def _brokers(report: PlanReport, axes: list[Any]) -> None:
+    """Per broker: bytes, replicas and leaders before (grey) and after (blue), and the mean
+    after over the live brokers (dashed): a broker that did not take its share stands out."""
+    brokers = sorted(report.brokers, key=lambda b: b.broker_id)
+    xs = list(range(len(brokers)))
+    live = [b for b in brokers if b.live]
+    for ax, (title, before_of, after_of) in zip(axes, _BROKER_FIGURES, strict=True):
+        before = [before_of(b) for b in brokers]
+        after = [after_of(b) for b in brokers]
+        if len(brokers) <= 60:
+            ax.bar([x - 0.2 for x in xs], before, width=0.4, color="#9e9e9e")
+            ax.bar([x + 0.2 for x in xs], after, width=0.4, color="#1f77b4")
+            ax.set_xticks(xs, [str(b.broker_id) for b in brokers], fontsize=7)
+        else:
+            ax.plot(xs, before, ".", color="#9e9e9e", markersize=2)
+            ax.plot(xs, after, ".", color="#1f77b4", markersize=2)
+        if live:
+            mean = sum(after_of(b) for b in live) / len(live)
+            ax.axhline(mean, color="#2ca02c", linestyle="--", linewidth=1)
+        ax.set_title(f"{title} per broker", fontsize=8)
+        middle = title == "replicas"
+        ax.set_xlabel("broker" + (" (dashed: the mean after)" if middle else ""), fontsize=7)
+        ax.tick_params(labelsize=7)
 
 
 def write_plot(report: PlanReport, path: Path) -> Path:

@@ -117,6 +117,13 @@ class PlacementState:
 
     def receivers_for(self, i: int, mask: BoolA, dceil: F64, blimit: F64, only: int = -1) -> int:
         """The least utilised broker that may take replica ``i`` (or -1)."""
+        ok = self.allowed(i, mask, dceil, blimit, only)
+        if not ok.any():
+            return -1
+        return int(np.argmin(np.where(ok, self.butil(), np.inf)))
+
+    def allowed(self, i: int, mask: BoolA, dceil: F64, blimit: F64, only: int = -1) -> BoolA:
+        """Per broker: may take replica ``i`` under the hard goals (``only``: that one alone)."""
         a = self.a
         p = int(a.rep_part[i])
         pb = self.rb[self.start[p] : self.start[p + 1]]
@@ -140,9 +147,7 @@ class PlacementState:
         ok &= self.bload + s <= blimit + EPS
         md = np.where(self.bmin_dir >= 0, self.bmin_dir, 0)
         ok &= self.dload[md] + s <= dceil * self.cap[md] + EPS
-        if not ok.any():
-            return -1
-        return int(np.argmin(np.where(ok, self.butil(), np.inf)))
+        return ok
 
     def move(self, i: int, r: int) -> None:
         s = self.size[i]

@@ -3,6 +3,7 @@ to the size the chart is drawn at."""
 
 from __future__ import annotations
 
+import io
 import struct
 from pathlib import Path
 
@@ -57,3 +58,18 @@ def test_a_report_without_disks_still_draws() -> None:
     """Plans built without per-disk rows (``build_plan(with_dirs=False)``) have an empty chart."""
     report = plan_directory_balance(demo_snapshot()).report.model_copy(update={"dirs": []})
     assert ihdr_size(plot_png(report)) == (round(width_inches(0) * DPI), round(HEIGHT_IN * DPI))
+
+
+def test_the_plot_shows_each_broker_s_share_under_the_disks(tmp_path: Path) -> None:
+    """The lower row: bytes, replicas and leaders per broker before and after, with the mean
+    after (green, dashed); a report without brokers leaves those panels empty."""
+    p = plan_directory_balance(demo_snapshot())
+    with Image.open(io.BytesIO(plot_png(p.report))) as im:
+        rgb = im.convert("RGB")
+        w, h = rgb.size
+        lower = rgb.crop((0, int(h * 0.62), w, h))
+        colours = {c for _, c in lower.getcolors(maxcolors=1 << 20) or []}
+    assert (0x9E, 0x9E, 0x9E) in colours and (0x1F, 0x77, 0xB4) in colours
+    assert (0x2C, 0xA0, 0x2C) in colours
+    empty = p.report.model_copy(update={"brokers": []})
+    assert ihdr_size(plot_png(empty)) == ihdr_size(plot_png(p.report))
