@@ -32,7 +32,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--capacity-threshold", type=float, default=0.8)
     p.add_argument("--dir-tolerance", type=float, default=0.04)
-    p.add_argument("--broker-tolerance", type=float, default=0.05)
+    p.add_argument(
+        "--broker-tolerance",
+        type=float,
+        default=None,
+        help="an absolute band for brokers (default: the relative DiskUsageDistributionGoal)",
+    )
     p.add_argument("--target-utilisation", type=float, default=0.7)
     p.add_argument("--min-move-bytes", type=int, default=0)
     p.add_argument(
