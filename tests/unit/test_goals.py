@@ -16,10 +16,23 @@ from hypothesis import strategies as st
 
 from jbod_operator.models.goals import DEFAULT_SOFT_GOALS, HARD_GOALS, GoalName, goal_order
 from jbod_operator.models.plan_report import GoalReport
-from jbod_operator.models.snapshot import BrokerInfo, ClusterSnapshot, LogDirInfo, ReplicaInfo
+from jbod_operator.models.snapshot import (
+    BrokerInfo,
+    ClusterSnapshot,
+    LogDirInfo,
+    PartitionLoad,
+    ReplicaInfo,
+)
 from jbod_spark import PlanOptions, plan
 from jbod_spark.arrays import from_snapshot
-from jbod_spark.goals import Placement, Scope, evaluate, goal_rules, relative_bounds
+from jbod_spark.goals import (
+    Placement,
+    Scope,
+    evaluate,
+    goal_rules,
+    partition_rates,
+    relative_bounds,
+)
 from jbod_spark.metrics import counted_dirs
 from jbod_spark.options import Mode
 from jbod_spark.outputs import Plan
@@ -271,3 +284,71 @@ def test_a_goal_a_brute_force_search_reaches_is_reached(s: ClusterSnapshot, goal
     p = plan(s, PlanOptions(goals=[goal]))
     if reachable(s, goal):
         assert goals_of(p)[str(goal)].met_after, goals_of(p)[str(goal)].line()
+
+
+# -- the network goals, from the metric history -------------------------------------------------
+
+
+def hot_topic_cluster() -> ClusterSnapshot:
+    """4 brokers; topic ``hot`` (8 partitions at 10 MB/s each, every leader on broker 0, the
+    followers on the others) and ``cold`` (8 partitions without history); all replicas the
+    same size."""
+    reps: list[ReplicaInfo] = []
+    used: Counter[int] = Counter()
+    for t in ("hot", "cold"):
+        for p in range(8):
+            lead = 0 if t == "hot" else p % 4
+            for j in range(2):
+                # a hot partition's follower on broker 1, 2 or 3: leadership alone can spread
+                b = lead if j == 0 else (1 + p % 3 if t == "hot" else (lead + 1) % 4)
+                used[b] += GB
+                reps.append(
+                    ReplicaInfo(
+                        topic=t,
+                        partition=p,
+                        broker_id=b,
+                        log_dir="/d/0",
+                        size_bytes=GB,
+                        leader=j == 0,
+                    )
+                )
+    hot = [PartitionLoad(topic="hot", partition=p, bytes_in_per_second=10e6) for p in range(8)]
+    return ClusterSnapshot(
+        cluster_name="c",
+        namespace="n",
+        brokers=[BrokerInfo(id=b) for b in range(4)],
+        log_dirs=[
+            LogDirInfo(
+                broker_id=b, name="d0", path="/d/0", capacity_bytes=100 * GB, used_bytes=used[b]
+            )
+            for b in range(4)
+        ],
+        replicas=reps,
+        partition_loads=hot,
+    )
+
+
+def test_partition_rates_come_from_the_history_and_sizes_stand_in_for_the_rest() -> None:
+    a = from_snapshot(hot_topic_cluster())
+    rates = partition_rates(a)
+    hot = np.array([t == "hot" for t in a.part_topic])
+    assert np.allclose(rates[hot], 10e6)
+    # a cold partition counts by its size (1 GB) at the hot ones' rate per byte (10 MB/s/GB)
+    assert np.allclose(rates[~hot], 10e6)
+    none = from_snapshot(hot_topic_cluster().model_copy(update={"partition_loads": []}))
+    assert np.allclose(partition_rates(none), GB)
+
+
+def test_a_hot_topic_s_leaders_are_spread_by_leader_bytes_in() -> None:
+    s = hot_topic_cluster()
+    p = plan(s, PlanOptions(goals=[GoalName.LEADER_BYTES_IN]))
+    g = goals_of(p)["LeaderBytesInDistributionGoal"]
+    assert not g.met_before and g.met_after, g.line()
+    final = final_brokers(p, s)
+    hot_leads = Counter(rs[0] for (t, _), rs in final.items() if t == "hot")
+    # 16 leaders at 10 MB/s each over 4 brokers: 40 MB/s each, ±10 %, so 4 leaders each
+    all_leads = Counter(rs[0] for rs in final.values())
+    assert all(all_leads[b] == 4 for b in range(4)), all_leads
+    assert hot_leads[0] < 8, hot_leads
+    # leadership moved, no bytes did
+    assert p.report.summary.bytes_moved == 0
