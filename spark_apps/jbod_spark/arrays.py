@@ -99,6 +99,18 @@ class ClusterArrays:
         )
 
 
+def sorted_unique(x: I64) -> I64:
+    """``np.unique`` by sorting: numpy 2's hash-based unique took 0.6 s per call on a million
+    keys here, a sort and a comparison take a tenth of that."""
+    s = np.sort(x, kind="stable")
+    if s.size == 0:
+        return s
+    keep = np.empty(s.size, dtype=np.bool_)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
 def rack_codes(racks: list[str | None]) -> tuple[I64, tuple[str, ...]]:
     names = tuple(sorted({r for r in racks if r is not None}))
     code = {n: i for i, n in enumerate(names)}

@@ -16,7 +16,14 @@ import numpy as np
 from jbod_operator.models.goals import GoalName
 
 from .arrays import F64, I64, BoolA, ClusterArrays
-from .goals import broker_bounds, goal_rules, one_weight, partition_rates, replica_weight
+from .goals import (
+    broker_limits,
+    goal_rules,
+    one_weight,
+    partition_rates,
+    replica_weight,
+    worse,
+)
 from .options import PlanOptions
 
 
@@ -109,14 +116,8 @@ class _CC:
         for g in CC_GOALS:
             w = self.weights(g)
             v = np.bincount(self.rb, weights=w, minlength=a.n_brokers).astype(np.float64)
-            scale = self.bcap if g is GoalName.DISK_USAGE else np.ones(a.n_brokers)
-            util = v / np.where(scale > 0, scale, 1.0)
-            cap = self.bcap if g is GoalName.DISK_USAGE else None
-            b = broker_bounds(g, util, self.elig, self.rules, cap)
             self.vals[g] = v
-            inf = np.full(a.n_brokers, np.inf)
-            self.lo[g] = -inf if b.low_utilisation else b.lower * scale
-            self.hi[g] = inf if b.low_utilisation else b.upper * scale
+            self.lo[g], self.hi[g] = broker_limits(g, v, self.elig, self.rules, self.bcap)
 
     def weights(self, g: GoalName) -> F64:
         return replica_weight(g, self.size, self.leader, self.rates[self.a.rep_part])
@@ -153,7 +154,7 @@ class _CC:
             w = self.weights_one(h, i)
             v, lo, hi = self.vals[h], self.lo[h], self.hi[h]
             for b, new in ((src, v[src] - w), (dst, v[dst] + w)):
-                if _dist(new, lo[b], hi[b]) > _dist(v[b], lo[b], hi[b]) + 1e-9 * max(1, hi[b]):
+                if worse(v[b], new, lo[b], hi[b]):
                     return False
         return True
 
@@ -167,10 +168,6 @@ class _CC:
         self.dload[d] += self.size[i]
         self.rb[i] = r
         self.rd[i] = d
-
-
-def _dist(v: float, lo: float, hi: float) -> float:
-    return max(0.0, lo - v, v - hi)
 
 
 def _cc_goal(cc: _CC, g: GoalName, done: list[GoalName]) -> None:

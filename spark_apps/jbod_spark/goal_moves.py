@@ -29,13 +29,15 @@ from .goals import (
     BROKER_GOALS,
     LEADER_GOALS,
     GoalRules,
-    broker_bounds,
+    broker_limits,
+    distance,
     one_weight,
     partition_rates,
     replica_weight,
     topic_counts,
     topic_index,
     topic_limits,
+    worse,
 )
 from .state import PlacementState
 
@@ -47,10 +49,6 @@ TOL = 1e-9
 SWAP_PARTNERS = 4
 """Brokers tried as the other side of a swap (the best swap of their candidates is taken)."""
 HARD_REFUSED = "the hard goals (racks, one replica per broker, capacity) refused"
-
-
-def _dist(v: float, lo: float, hi: float) -> float:
-    return max(0.0, lo - v, v - hi)
 
 
 @dataclass
@@ -94,17 +92,11 @@ class GoalState:
         tidx, nt = topic_index(a)
         gs = cls(st, rules, partition_rates(a), tidx, nt)
         elig = st.eligible & (st.bcap > 0)
-        util = np.where(st.bcap > 0, st.bload / np.where(st.bcap > 0, st.bcap, 1.0), 0.0)
         for g in BROKER_GOALS:
+            # the disk goal's figure is st.bload itself, kept up to date by st.move
             v = st.bload if g is GoalName.DISK_USAGE else gs._figure(g)
-            disk = g is GoalName.DISK_USAGE
-            b = broker_bounds(g, util if disk else v, elig, rules, st.bcap if disk else None)
-            scale = st.bcap if g is GoalName.DISK_USAGE else np.ones(a.n_brokers)
             gs.vals[g] = v
-            if b.low_utilisation:
-                gs.lo[g], gs.hi[g] = np.full(a.n_brokers, -np.inf), np.full(a.n_brokers, np.inf)
-            else:
-                gs.lo[g], gs.hi[g] = b.lower * scale, b.upper * scale
+            gs.lo[g], gs.hi[g] = broker_limits(g, v, elig, rules, st.bcap)
         gs.largest = np.zeros(a.n_brokers)
         np.maximum.at(gs.largest, st.rb, np.where(st.counts_dir[st.rd], st.size, 0.0))
         gs.maxcap = np.zeros(a.n_brokers)
@@ -135,13 +127,13 @@ class GoalState:
         takes further from its bounds, or None."""
         for g in higher:
             if g is GoalName.INTRA_BROKER_DISK_USAGE:
-                if self.intra_worse(i, src, dst):
+                if self.intraworse(i, src, dst):
                     return g
                 continue
             if g is GoalName.TOPIC_REPLICA_DISTRIBUTION:
                 k = int(self.tidx[self.st.a.rep_part[i]])
                 c, lo, hi = self.tcount[k], float(self.tlo[k]), float(self.thi[k])
-                if _worse(c[src], c[src] - 1, lo, hi) or _worse(c[dst], c[dst] + 1, lo, hi):
+                if worse(c[src], c[src] - 1, lo, hi) or worse(c[dst], c[dst] + 1, lo, hi):
                     return g
                 continue
             if g not in self.vals:
@@ -167,7 +159,7 @@ class GoalState:
         on[i] = False
         return float(st.size[on].max()) if on.any() else 0.0
 
-    def intra_worse(self, i: int, src: int, dst: int) -> bool:
+    def intraworse(self, i: int, src: int, dst: int) -> bool:
         """Moving ``i`` makes a broker's disks harder to even out beyond the band: a lower goal
         taking small replicas off a broker that holds a giant one would leave its disks
         further apart than any dir step could mend."""
@@ -186,7 +178,7 @@ class GoalState:
 
     def _worse_pair(self, g: GoalName, src: int, dst: int, w: float) -> bool:
         v, lo, hi = self.vals[g], self.lo[g], self.hi[g]
-        return _worse(v[src], v[src] - w, lo[src], hi[src]) or _worse(
+        return worse(v[src], v[src] - w, lo[src], hi[src]) or worse(
             v[dst], v[dst] + w, lo[dst], hi[dst]
         )
 
@@ -199,7 +191,7 @@ class GoalState:
         same_topic = self.tidx[a.rep_part[i]] == self.tidx[a.rep_part[j]]
         for g in higher:
             if g is GoalName.INTRA_BROKER_DISK_USAGE:
-                if self.intra_worse(i, src, dst) or self.intra_worse(j, dst, src):
+                if self.intraworse(i, src, dst) or self.intraworse(j, dst, src):
                     return g
                 continue
             if g is GoalName.TOPIC_REPLICA_DISTRIBUTION:
@@ -219,7 +211,7 @@ class GoalState:
         for g in higher:
             if g not in LEADER_GOALS:
                 continue
-            w = 1.0 if g is GoalName.LEADER_REPLICA_DISTRIBUTION else float(self.rates[p])
+            w = one_weight(g, 0.0, True, float(self.rates[p]))
             if w and self._worse_pair(g, src, dst, w):
                 return g
         return None
@@ -246,10 +238,8 @@ class GoalState:
         st = self.st
         p = int(st.a.rep_part[i])
         src, dst = int(st.rb[i]), int(st.rb[j])
-        for g, w in (
-            (GoalName.LEADER_REPLICA_DISTRIBUTION, 1.0),
-            (GoalName.LEADER_BYTES_IN, float(self.rates[p])),
-        ):
+        for g in LEADER_GOALS:
+            w = one_weight(g, 0.0, True, float(self.rates[p]))
             self.vals[g][src] -= w
             self.vals[g][dst] += w
         st.leader[i] = False
@@ -267,10 +257,6 @@ class GoalState:
 
     def cause(self, g: GoalName, what: str) -> None:
         self.causes.setdefault(g, Counter())[what] += 1
-
-
-def _worse(old: float, new: float, lo: float, hi: float) -> bool:
-    return _dist(new, lo, hi) > _dist(old, lo, hi) + TOL * max(1.0, abs(hi))
 
 
 def _movable(st: PlacementState, i: int, b: int) -> bool:
@@ -448,11 +434,11 @@ def _swap(
     for r in dsts[:SWAP_PARTNERS]:
         if not lim.donors[r]:
             continue
-        base = _dist(v[r], lo[r], hi[r]) + _dist(v[src], lo[src], hi[src])
+        base = distance(v[r], lo[r], hi[r]) + distance(v[src], lo[src], hi[src])
         for i in mine:
             for j in by.smallest(st, r):
                 dw = gs.weight(g, i) - gs.weight(g, j)
-                after = _dist(v[r] + dw, lo[r], hi[r]) + _dist(v[src] - dw, lo[src], hi[src])
+                after = distance(v[r] + dw, lo[r], hi[r]) + distance(v[src] - dw, lo[src], hi[src])
                 if dw <= TOL or after >= base - TOL * max(1.0, abs(hi[r])):
                     continue
                 if best is not None and after - base >= best[0]:
@@ -608,9 +594,9 @@ def balance_leader_goal(gs: GoalState, g: GoalName, higher: list[GoalName], lim:
             i, p, w = int(mine[x]), int(ps[x]), float(ws[x])
             sl = np.arange(start[p], start[p + 1])
             if giving:
-                if v[b] - w < min(lo[b], hi[b]) - TOL * scale[b] and _dist(
+                if v[b] - w < min(lo[b], hi[b]) - TOL * scale[b] and distance(
                     v[b] - w, lo[b], hi[b]
-                ) >= _dist(v[b], lo[b], hi[b]):
+                ) >= distance(v[b], lo[b], hi[b]):
                     continue
                 others = [int(j) for j in sl if j != i and lim.leader_targets[st.rb[j]]]
                 others.sort(key=lambda j: v[st.rb[j]] - lo[st.rb[j]])
@@ -624,7 +610,7 @@ def balance_leader_goal(gs: GoalState, g: GoalName, higher: list[GoalName], lim:
                 if not cur or not allowed[st.rb[cur[0]]] or v[b] + w > hi[b] + TOL * scale[b]:
                     continue
                 src = int(st.rb[cur[0]])
-                if _worse(v[src], v[src] - w, lo[src], hi[src]):
+                if worse(v[src], v[src] - w, lo[src], hi[src]):
                     continue
                 pairs = [(cur[0], i)]
             for li, lj in pairs:

@@ -31,7 +31,7 @@ from jbod_operator.models.goals import (
 )
 from jbod_operator.models.plan_report import GoalReport
 
-from .arrays import F64, I64, BoolA, ClusterArrays
+from .arrays import F64, I64, BoolA, ClusterArrays, sorted_unique
 from .metrics import broker_spreads_pp, dir_used
 from .options import Mode, PlanOptions
 
@@ -210,6 +210,34 @@ def broker_bounds(
     return relative_bounds(avg, th, integral=True)
 
 
+def broker_limits(
+    goal: GoalName, values: F64, eligible: BoolA, rules: GoalRules, capacity: F64
+) -> tuple[F64, F64]:
+    """Per broker (lower, upper) of a per-broker goal, in the unit of ``values`` (bytes for
+    the disk goal, whose bounds are utilisations times each broker's ``capacity``); a goal
+    met by its low-utilisation floor has no limits (-inf, inf). What the optimiser and the
+    Cruise-Control-like baseline move against."""
+    n = values.shape[0]
+    disk = goal is GoalName.DISK_USAGE
+    scale = capacity if disk else np.ones(n)
+    figure = values / np.where(scale > 0, scale, 1.0) if disk else values
+    b = broker_bounds(goal, figure, eligible, rules, capacity if disk else None)
+    if b.low_utilisation:
+        return np.full(n, -np.inf), np.full(n, np.inf)
+    return b.lower * scale, b.upper * scale
+
+
+def distance(v: float, lo: float, hi: float) -> float:
+    """How far ``v`` is outside ``[lo, hi]`` (0 inside)."""
+    return max(0.0, lo - v, v - hi)
+
+
+def worse(old: float, new: float, lo: float, hi: float) -> bool:
+    """``new`` is further outside ``[lo, hi]`` than ``old``: the acceptance rule of a move
+    (a goal already optimised must not end further from its bounds)."""
+    return distance(new, lo, hi) > distance(old, lo, hi) + 1e-9 * max(1.0, abs(hi))
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where every replica is (broker, dir) and which replicas lead."""
@@ -354,31 +382,39 @@ def _intra(
     )
 
 
-def _rack_worse(a: ClusterArrays, rb: I64) -> int:
+def rack_narrowed(a: ClusterArrays, rb: I64) -> int:
+    """Partitions whose replicas on ``rb`` span fewer racks than now (RackAwareGoal)."""
     racks = a.broker_rack + 1
     nr = int(racks.max()) + 1 if racks.size else 1
 
     def distinct(brokers: I64) -> I64:
-        k = np.unique(a.rep_part * nr + racks[brokers])
+        k = sorted_unique(a.rep_part * nr + racks[brokers])
         return np.bincount(k // nr, minlength=a.n_parts)
 
     return int((distinct(rb) < distinct(a.rep_broker)).sum())
 
 
-def _dup_partitions(a: ClusterArrays, rb: I64) -> int:
+def duplicated_partitions(a: ClusterArrays, rb: I64) -> int:
+    """Partitions with two replicas on one broker of ``rb`` (OneReplicaPerBrokerGoal)."""
     nb = max(1, a.n_brokers)
-    distinct = np.bincount(np.unique(a.rep_part * nb + rb) // nb, minlength=a.n_parts)
+    distinct = np.bincount(sorted_unique(a.rep_part * nb + rb) // nb, minlength=a.n_parts)
     return int((distinct != np.bincount(a.rep_part, minlength=a.n_parts)).sum())
 
 
-def _over_capacity(a: ClusterArrays, p: Placement, sc: Scope, rules: GoalRules) -> int:
-    used = a.dir_other.astype(np.float64) + np.bincount(
-        p.rd, weights=a.rep_size.astype(np.float64), minlength=a.n_dirs
-    )
+def dirs_over_threshold(a: ClusterArrays, used: F64, threshold: float) -> I64:
+    """The live dirs of live brokers above ``threshold`` of their capacity (DiskCapacityGoal
+    and the plan's capacity check)."""
     cap = a.dir_capacity.astype(np.float64)
     live = a.dir_live & a.broker_live[a.dir_broker] & (cap > 0)
+    util = np.where(live, used / np.where(cap > 0, cap, 1.0), 0.0)
+    return np.flatnonzero(util > threshold + 1e-12)
+
+
+def _over_capacity(a: ClusterArrays, p: Placement, sc: Scope, rules: GoalRules) -> int:
+    used = dir_used(a, p.rd)
+    cap = a.dir_capacity.astype(np.float64)
     thr = rules.capacity_threshold
-    dirs = int((live & (used > thr * cap + 1e-12 * cap)).sum())
+    dirs = int(dirs_over_threshold(a, used, thr).size)
     c = sc.counted
     bcap = np.bincount(a.dir_broker[c], weights=cap[c], minlength=a.n_brokers)
     bused = np.bincount(a.dir_broker[c], weights=used[c], minlength=a.n_brokers)
@@ -416,8 +452,8 @@ def hard_goals(
     over_a = int((sc.eligible & (nb_after > cap)).sum())
     grew = bool((sc.eligible & (nb_after > cap) & (nb_after > nb_before)).any())
     disk_b, disk_a = _over_capacity(a, before, sc, rules), _over_capacity(a, after, sc, rules)
-    dup_b, dup_a = _dup_partitions(a, before.rb), _dup_partitions(a, after.rb)
-    rack = _rack_worse(a, after.rb)
+    dup_b, dup_a = duplicated_partitions(a, before.rb), duplicated_partitions(a, after.rb)
+    rack = rack_narrowed(a, after.rb)
     return [
         _hard(GoalName.RACK_AWARE, rules, 0, rack, rack == 0),
         _hard(GoalName.REPLICA_CAPACITY, rules, over_b, over_a, not grew and over_a <= over_b),

@@ -215,8 +215,8 @@ def _disk_upper(st: PlacementState, elig: BoolA, rules: GoalRules, extra: float)
     (``extra`` bytes) are placed: where the dir step's ceilings are drawn."""
     cap = float(st.bcap[elig].sum())
     mean = (float(st.bload[elig].sum()) + extra) / cap if cap > 0 else 0.0
-    util = np.full(int(elig.sum()), mean)
-    return broker_bounds(GoalName.DISK_USAGE, util, np.ones(util.size, np.bool_), rules).upper
+    one = np.ones(1, dtype=np.bool_)
+    return broker_bounds(GoalName.DISK_USAGE, np.array([mean]), one, rules).upper
 
 
 def _goals(

@@ -32,8 +32,7 @@ class Broker:
         # Every partition answered clean, as a broker does (the probe reads each answer).
         return wire.LeaderAndIsrResponse(
             partitions=[
-                wire.PartitionResult(topic=p.topic, partition=p.partition)
-                for p in req.partitions
+                wire.PartitionResult(topic=p.topic, partition=p.partition) for p in req.partitions
             ]
         )
 

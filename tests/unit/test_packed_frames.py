@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 import pytest
 
-from jbod_spark.arrays import ClusterArrays
+from jbod_spark.arrays import ClusterArrays, sorted_unique
 from jbod_spark.frames import (
     KIND_NOTE,
     NOTES_BROKER,
@@ -28,7 +28,6 @@ from jbod_spark.frames import (
 )
 from jbod_spark.interbroker import InterResult, plan_inter_broker, projected_sizes
 from jbod_spark.options import Mode, PlanOptions
-from jbod_spark.outputs import _sorted_unique
 from jbod_spark.synthetic import synthetic_cluster
 
 
@@ -110,4 +109,4 @@ def test_the_directory_step_gives_the_same_placement_packed() -> None:
 @pytest.mark.parametrize("n", [0, 1, 7, 1000])
 def test_sorted_unique_is_numpys_unique(n: int) -> None:
     x = np.random.default_rng(n).integers(-50, 50, n).astype(np.int64)
-    assert np.array_equal(_sorted_unique(x), np.unique(x))
+    assert np.array_equal(sorted_unique(x), np.unique(x))
