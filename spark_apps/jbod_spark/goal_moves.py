@@ -271,7 +271,11 @@ def _movable(st: PlacementState, i: int, b: int) -> bool:
 
 @dataclass
 class _ByBroker:
-    """Each broker's replicas sorted by weight, largest first (ties: smallest bytes)."""
+    """Each broker's replicas sorted by weight, largest first; ties go to the smallest bytes,
+    then to followers. A partition's replicas are the same size, so without that last key
+    the leader (listed first) would always be the one moved: the demo's new broker took 10
+    of 27 leaders by moves made for bytes and counts, and add-brokers moves leadership only
+    onto the new brokers, so no leader goal could give them back."""
 
     order: I64
     w: F64
@@ -282,7 +286,7 @@ class _ByBroker:
         st = gs.st
         w = gs.weights(g)
         n = st.a.n_replicas
-        order = np.lexsort((np.arange(n), st.size, -w, st.rb))
+        order = np.lexsort((np.arange(n), st.leader, st.size, -w, st.rb))
         start = np.searchsorted(st.rb[order], np.arange(st.a.n_brokers + 1))
         return cls(order, w[order], start.astype(np.int64))
 
@@ -497,7 +501,7 @@ def balance_topic_goal(gs: GoalState, higher: list[GoalName], lim: Limits) -> No
     g = GoalName.TOPIC_REPLICA_DISTRIBUTION
     nb = a.n_brokers
     key = gs.tidx[a.rep_part] * nb + st.rb
-    order = np.lexsort((np.arange(a.n_replicas), st.size, key))
+    order = np.lexsort((np.arange(a.n_replicas), st.leader, st.size, key))
     start = np.searchsorted(key[order], np.arange(gs.n_topics * nb + 1))
     for k in range(gs.n_topics):
         c, lo, hi = gs.tcount[k], float(gs.tlo[k]), float(gs.thi[k])
